@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class FacetSiteConfig(AppConfig):
+    name = "facet_site"
+    verbose_name = "facet"

@@ -1,0 +1,281 @@
+"""Nearest-neighbour search over unit-length embeddings with faiss, Django-free.
+
+Scores are inner products, which equal cosine similarity because the vectors from
+`facet_site.lib.embedding` are L2-normalized (pass ``normalize=True`` for vectors that are not).
+
+Index kinds:
+
+* ``"flat"`` (IndexFlatIP): exact. Cheap to build, and a handful of queries against a few
+  hundred thousand vectors takes milliseconds, so it is the right choice unless a job issues a
+  query per stored vector.
+* ``"hnsw"`` (IndexHNSWFlat, inner product): approximate graph index; the choice for
+  "every vector's neighbours" over large collections, where exact search is quadratic.
+* ``"ivf"`` (IndexIVFFlat, inner product): approximate, clustered lists; faster to build than
+  HNSW, but recall depends more on how evenly the data falls into the clusters.
+
+``"auto"`` uses flat up to `exact_max_n` vectors and HNSW above.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+METHODS = ("auto", "flat", "hnsw", "ivf")
+# Up to this many vectors, exact all-pairs search takes seconds on two cores (n^2 * 384 flops):
+# 50k vectors is ~1e12 flops. Above it the quadratic cost dominates and HNSW wins.
+DEFAULT_EXACT_MAX_N = 50_000
+# HNSW settings measured for the ~214k-vector all-pairs retrieval job (see the module report in
+# bench/): M=32 keeps recall high on clustered embeddings; efSearch well above k is what turns
+# ~0.9 recall into >=0.95.
+DEFAULT_HNSW_M = 32
+DEFAULT_HNSW_EF_CONSTRUCTION = 64
+DEFAULT_HNSW_EF_SEARCH = 96
+DEFAULT_IVF_NPROBE = 32
+
+
+def _as_matrix(vectors: np.ndarray, dim: int | None = None, normalize: bool = False) -> np.ndarray:
+    x = np.asarray(vectors, dtype=np.float32)
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2:
+        raise ValueError(f"expected a 2-D array of vectors, got shape {x.shape}")
+    if dim is not None and x.shape[1] != dim:
+        raise ValueError(f"expected vectors of dimension {dim}, got {x.shape[1]}")
+    if normalize:
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        x = x / np.maximum(norms, 1e-12)
+    # faiss reads raw memory: it needs C-contiguous float32.
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def _drop_excluded(labels: np.ndarray, scores: np.ndarray, exclude: np.ndarray, k: int):
+    """Remove each row's excluded label (if present) and keep the first k of the rest.
+
+    A stable argsort on the "is excluded" flag moves excluded entries to the end while keeping
+    the others in rank order, which handles "self found", "self missing" (approximate search, or
+    an exact duplicate outranking it) and "self found twice" uniformly.
+    """
+    hit = labels == exclude[:, None]
+    order = np.argsort(hit, axis=1, kind="stable")[:, :k]
+    labels = np.take_along_axis(labels, order, axis=1)
+    scores = np.take_along_axis(scores, order, axis=1)
+    dropped = np.take_along_axis(hit, order, axis=1)
+    # Only possible when fewer than k other results exist; mark as missing.
+    labels[dropped] = -1
+    scores[dropped] = -np.inf
+    return labels, scores
+
+
+class VectorIndex:
+    """Inner-product index over ``vectors`` whose rows are identified by ``ids`` (int64)."""
+
+    def __init__(
+        self,
+        ids: np.ndarray | Sequence[int],
+        vectors: np.ndarray,
+        *,
+        method: str = "auto",
+        exact_max_n: int = DEFAULT_EXACT_MAX_N,
+        hnsw_m: int = DEFAULT_HNSW_M,
+        hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION,
+        hnsw_ef_search: int = DEFAULT_HNSW_EF_SEARCH,
+        ivf_nlist: int | None = None,
+        ivf_nprobe: int = DEFAULT_IVF_NPROBE,
+        normalize: bool = False,
+    ) -> None:
+        import faiss
+
+        if method not in METHODS:
+            raise ValueError(f"unknown index method {method!r}; expected one of {METHODS}")
+        x = _as_matrix(vectors, normalize=normalize)
+        self.ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(self.ids) != len(x):
+            raise ValueError(f"{len(self.ids)} ids for {len(x)} vectors")
+        if len(np.unique(self.ids)) != len(self.ids):
+            # Results are reported by id; duplicates would make them (and self-exclusion) ambiguous.
+            raise ValueError("ids must be unique")
+        self.dim = int(x.shape[1])
+        self.normalize = normalize
+        n = len(x)
+        if method == "auto":
+            method = "flat" if n <= exact_max_n else "hnsw"
+        if method == "ivf" and n < 2:
+            method = "flat"
+        self.method = method
+        self.hnsw_ef_search = hnsw_ef_search
+
+        if method == "flat":
+            index = faiss.IndexFlatIP(self.dim)
+        elif method == "hnsw":
+            index = faiss.IndexHNSWFlat(self.dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = hnsw_ef_construction
+            index.hnsw.efSearch = hnsw_ef_search
+        else:
+            # ~4*sqrt(n) lists is the usual balance of list-scan cost against centroid cost;
+            # capped so each list gets enough training points (faiss wants ~39 per centroid).
+            nlist = ivf_nlist or int(4 * math.sqrt(n))
+            nlist = max(1, min(nlist, n // 39 or 1))
+            quantizer = faiss.IndexFlatIP(self.dim)
+            index = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            index.train(x)
+            index.nprobe = min(ivf_nprobe, nlist)
+            self._quantizer = quantizer  # the IVF index does not own it; keep it alive
+        if n:
+            index.add(x)
+        self._index = index
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def search_arrays(
+        self, queries: np.ndarray, k: int, exclude_self_ids: np.ndarray | Sequence[int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k as arrays: (ids (m, k) int64, scores (m, k) float32), best first.
+
+        Missing results (fewer than k candidates) have id -1 and score -inf. With
+        ``exclude_self_ids`` (one id per query) that id is left out of its query's results.
+        """
+        q = _as_matrix(queries, self.dim, self.normalize)
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        m = len(q)
+        if m == 0 or len(self) == 0:
+            return np.full((m, k), -1, np.int64), np.full((m, k), -np.inf, np.float32)
+        exclude = None
+        if exclude_self_ids is not None:
+            exclude = np.asarray(exclude_self_ids, dtype=np.int64).reshape(-1)
+            if len(exclude) != m:
+                raise ValueError(f"{len(exclude)} exclude_self_ids for {m} queries")
+        fetch = min(k + (1 if exclude is not None else 0), len(self))
+        if self.method == "hnsw":
+            # efSearch below the number of requested results would silently truncate them.
+            self._index.hnsw.efSearch = max(self.hnsw_ef_search, fetch)
+        scores, pos = self._index.search(q, fetch)
+        labels = np.where(pos >= 0, self.ids[np.maximum(pos, 0)], -1)
+        scores = np.where(pos >= 0, scores, -np.inf).astype(np.float32)
+        if exclude is not None:
+            labels, scores = _drop_excluded(labels, scores, exclude, min(k, fetch))
+        if labels.shape[1] < k:
+            pad = k - labels.shape[1]
+            labels = np.pad(labels, ((0, 0), (0, pad)), constant_values=-1)
+            scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
+        return labels[:, :k], scores[:, :k]
+
+    def search(
+        self, queries: np.ndarray, k: int, exclude_self_ids: np.ndarray | Sequence[int] | None = None
+    ) -> list[list[tuple[int, float]]]:
+        """For each query, up to k ``(id, cosine)`` pairs, best first."""
+        labels, scores = self.search_arrays(queries, k, exclude_self_ids)
+        return [
+            [(int(i), float(s)) for i, s in zip(row_ids, row_scores) if i >= 0]
+            for row_ids, row_scores in zip(labels, scores)
+        ]
+
+    def near_duplicates(
+        self,
+        vectors: np.ndarray,
+        threshold: float,
+        *,
+        query_ids: np.ndarray | Sequence[int] | None = None,
+        max_neighbors: int = 100,
+    ) -> list[list[tuple[int, float]]]:
+        """For each query vector, the indexed ``(id, cosine)`` with cosine >= threshold, best first.
+
+        ``query_ids`` (one per query) excludes each query's own id, for self-joins. Flat and IVF
+        indexes return every match (IVF only within the probed lists); HNSW can only enumerate
+        its nearest candidates, so there at most ``max_neighbors`` matches per query are found.
+        ``max_neighbors`` also caps the flat/IVF results, keeping degenerate inputs (thousands
+        of identical texts) from producing quadratic output.
+        """
+        q = _as_matrix(vectors, self.dim, self.normalize)
+        exclude = None
+        if query_ids is not None:
+            exclude = np.asarray(query_ids, dtype=np.int64).reshape(-1)
+            if len(exclude) != len(q):
+                raise ValueError(f"{len(exclude)} query_ids for {len(q)} queries")
+        if len(q) == 0 or len(self) == 0:
+            return [[] for _ in range(len(q))]
+        threshold = float(threshold)
+        out: list[list[tuple[int, float]]] = []
+        if self.method == "hnsw":
+            labels, scores = self.search_arrays(q, max_neighbors, exclude)
+            for row_ids, row_scores in zip(labels, scores):
+                keep = (row_ids >= 0) & (row_scores >= threshold)
+                out.append([(int(i), float(s)) for i, s in zip(row_ids[keep], row_scores[keep])])
+            return out
+        # faiss keeps inner products strictly greater than the radius; step just below the
+        # threshold so that ">= threshold" holds, then filter exactly below.
+        radius = float(np.nextafter(np.float32(threshold), np.float32(-np.inf)))
+        lims, dists, pos = self._index.range_search(q, radius)
+        for r in range(len(q)):
+            d, p = dists[lims[r]:lims[r + 1]], pos[lims[r]:lims[r + 1]]
+            ids = self.ids[p]
+            keep = d >= threshold
+            if exclude is not None:
+                keep &= ids != exclude[r]
+            d, ids = d[keep], ids[keep]
+            order = np.argsort(-d, kind="stable")[:max_neighbors]
+            out.append([(int(ids[j]), float(d[j])) for j in order])
+        return out
+
+
+def all_pairs_topk(
+    vectors: np.ndarray,
+    k: int,
+    *,
+    method: str = "auto",
+    exact_max_n: int = DEFAULT_EXACT_MAX_N,
+    batch_size: int = 8192,
+    show_progress: bool = False,
+    **index_options,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each vector's k nearest *other* vectors: (rows (n, k) int64, scores (n, k) float32).
+
+    Neighbours are given as row numbers into ``vectors``; -1/-inf where fewer than k exist.
+    Exact for n <= exact_max_n (``method="auto"``), HNSW above; ``index_options`` are passed to
+    `VectorIndex` (e.g. ``hnsw_ef_search=128`` for higher recall at more time).
+    """
+    x = _as_matrix(vectors, normalize=index_options.pop("normalize", False))
+    n = len(x)
+    index = VectorIndex(np.arange(n, dtype=np.int64), x, method=method, exact_max_n=exact_max_n,
+                        **index_options)
+    rows = np.full((n, k), -1, np.int64)
+    scores = np.full((n, k), -np.inf, np.float32)
+    starts = range(0, n, batch_size)
+    if show_progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, total=len(starts), desc=f"neighbours ({index.method})", unit="batch")
+    for s in starts:
+        e = min(s + batch_size, n)
+        rows[s:e], scores[s:e] = index.search_arrays(x[s:e], k, np.arange(s, e, dtype=np.int64))
+    return rows, scores
+
+
+def near_duplicate_pairs(
+    ids: np.ndarray | Sequence[int],
+    vectors: np.ndarray,
+    threshold: float,
+    *,
+    max_neighbors: int = 100,
+    **index_options,
+) -> list[tuple[int, int, float]]:
+    """Unordered pairs ``(id_a, id_b, cosine)`` with id_a < id_b and cosine >= threshold.
+
+    A self-join of one collection, e.g. to find skills that are restatements of each other.
+    Sorted by descending cosine.
+    """
+    index = VectorIndex(ids, vectors, **index_options)
+    x = _as_matrix(vectors, normalize=index.normalize)
+    pairs: dict[tuple[int, int], float] = {}
+    for a, matches in zip(index.ids, index.near_duplicates(
+        x, threshold, query_ids=index.ids, max_neighbors=max_neighbors
+    )):
+        for b, score in matches:
+            key = (int(a), b) if a < b else (b, int(a))
+            # Keep the larger of the two directions' scores; they differ only by rounding (or by
+            # approximate search finding the pair from one side only).
+            pairs[key] = max(score, pairs.get(key, -np.inf))
+    return sorted(((a, b, s) for (a, b), s in pairs.items()), key=lambda t: (-t[2], t[0], t[1]))

@@ -1,0 +1,240 @@
+"""The skill corpus: skills (one row per version), their files, filter verdicts and the taxonomy."""
+import numpy as np
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Category(models.Model):
+    """A node of the paper's taxonomy: 5 top-level families, each with fine-grained categories."""
+
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    name = models.CharField(max_length=120)
+    slug = models.SlugField(max_length=120, unique=True)
+    description = models.TextField(help_text="Used for zero-shot classification by embedding similarity.")
+    position = models.PositiveIntegerField(default=0)
+    paper_count = models.PositiveIntegerField(null=True, blank=True)
+    paper_global_share = models.FloatField(null=True, blank=True)
+    paper_within_parent = models.FloatField(null=True, blank=True)
+    in_digest = models.BooleanField(
+        default=True, help_text="False for categories the paper's digest omits, which we inferred."
+    )
+
+    class Meta:
+        ordering = ["parent__position", "position"]
+        verbose_name_plural = "categories"
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_top_level(self) -> bool:
+        return self.parent_id is None
+
+
+class SkillStatus(models.TextChoices):
+    ACCEPTED = "accepted", "Accepted"
+    REJECTED = "rejected", "Rejected"
+
+
+class CategorySource(models.TextChoices):
+    EMBEDDING = "embedding", "Embedding similarity"
+    OVERRIDE = "override", "Reviewer override"
+
+
+class SkillQuerySet(models.QuerySet):
+    def current(self):
+        return self.filter(is_current=True)
+
+    def accepted(self):
+        return self.filter(status=SkillStatus.ACCEPTED)
+
+
+class Skill(models.Model):
+    """One version of one skill. Re-ingesting a changed skill adds a version and keeps the old one."""
+
+    key = models.CharField(max_length=400, help_text="Identity across versions, e.g. clawhub:owner/slug.")
+    version_number = models.PositiveIntegerField(default=1)
+    is_current = models.BooleanField(default=True)
+    previous_version = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="next_version"
+    )
+
+    source = models.CharField(max_length=200, help_text="Where the batch came from: a corpus or archive name.")
+    source_kind = models.CharField(max_length=20)  # clawhub | directory | git
+    owner = models.CharField(max_length=200, blank=True)
+    slug = models.CharField(max_length=200, blank=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    declared_version = models.CharField(max_length=100, blank=True)
+    license = models.CharField(max_length=200, blank=True)
+    homepage = models.URLField(max_length=500, blank=True)
+
+    frontmatter = models.JSONField(default=dict, blank=True)
+    body = models.TextField(blank=True)
+    required_tools = models.JSONField(default=list, blank=True)
+    required_bins = models.JSONField(default=list, blank=True)
+    required_env = models.JSONField(default=list, blank=True)
+    install = models.JSONField(default=list, blank=True)
+    os_support = models.JSONField(default=list, blank=True)
+    inputs = models.JSONField(default=list, blank=True)
+    outputs = models.JSONField(default=list, blank=True)
+    steps = models.JSONField(default=list, blank=True)
+    provenance = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64)
+
+    status = models.CharField(
+        max_length=10, choices=SkillStatus.choices, default=SkillStatus.ACCEPTED,
+        help_text="Denormalised from the verdicts: rejected when any verdict exists.",
+    )
+    category = models.ForeignKey(Category, null=True, blank=True, on_delete=models.SET_NULL, related_name="skills")
+    category_confidence = models.FloatField(null=True, blank=True)
+    category_source = models.CharField(max_length=10, choices=CategorySource.choices, blank=True)
+    category_overridden_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    category_overridden_at = models.DateTimeField(null=True, blank=True)
+
+    # float32 little-endian, L2-normalised; kept as bytes so both SQLite and PostgreSQL store it.
+    embedding = models.BinaryField(null=True, blank=True, editable=False)
+    embedding_model = models.CharField(max_length=100, blank=True)
+    # Name, description, tools and steps in one column: the full-text index is built over it.
+    search_document = models.TextField(blank=True, editable=False)
+
+    batch = models.ForeignKey("IngestBatch", null=True, blank=True, on_delete=models.SET_NULL, related_name="skills")
+    ingested_at = models.DateTimeField(auto_now_add=True)
+
+    objects = SkillQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["key", "version_number"], name="skill_unique_version"),
+            models.UniqueConstraint(fields=["key"], condition=Q(is_current=True), name="skill_one_current_version"),
+        ]
+        indexes = [
+            # the skills list: current skills filtered by status and category, sorted by name
+            models.Index(fields=["is_current", "status", "category", "name"], name="skill_list_idx"),
+            # exact-duplicate detection during ingest
+            models.Index(fields=["content_hash"], name="skill_content_hash_idx"),
+            # filter by owner and source on the list page
+            models.Index(fields=["owner"], name="skill_owner_idx"),
+            models.Index(fields=["source"], name="skill_source_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.name} (v{self.version_number})"
+
+    @property
+    def vector(self) -> np.ndarray | None:
+        if not self.embedding:
+            return None
+        return np.frombuffer(bytes(self.embedding), dtype=np.float32)
+
+    @property
+    def display_owner(self) -> str:
+        return self.owner or "—"
+
+
+class SkillFile(models.Model):
+    """A supporting file of a skill (references/, scripts/, assets). Text kept only when small."""
+
+    skill = models.ForeignKey(Skill, on_delete=models.CASCADE, related_name="files")
+    path = models.CharField(max_length=500)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    text = models.TextField(null=True, blank=True)
+    is_binary = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [models.UniqueConstraint(fields=["skill", "path"], name="skillfile_unique_path")]
+
+    def __str__(self):
+        return self.path
+
+
+class VerdictKind(models.TextChoices):
+    UNSAFE = "unsafe", "Unsafe instructions"
+    PRIVATE = "private", "Depends on private resources"
+    NON_ACTIONABLE = "non_actionable", "Not actionable in a terminal"
+    UNREADABLE = "unreadable", "Unreadable"
+    DUPLICATE = "duplicate", "Exact duplicate"
+    NEAR_DUPLICATE = "near_duplicate", "Near-duplicate"
+
+
+class Verdict(models.Model):
+    """Why a filter rejected a skill. The pipeline adds verdicts; it never deletes skills."""
+
+    skill = models.ForeignKey(Skill, on_delete=models.CASCADE, related_name="verdicts")
+    kind = models.CharField(max_length=20, choices=VerdictKind.choices)
+    reason = models.TextField()
+    evidence = models.JSONField(default=dict, blank=True)
+    duplicate_of = models.ForeignKey(Skill, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "id"]
+        indexes = [
+            # the skills list filtered by verdict kind
+            models.Index(fields=["kind", "skill"], name="verdict_kind_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_kind_display()}: {self.reason[:60]}"
+
+
+class BatchStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Finished"
+    FAILED = "failed", "Failed"
+
+
+class IngestBatch(models.Model):
+    """One ingest of a source (CLI path, upload or API). Its progress is read by the page that polls it."""
+
+    source_label = models.CharField(max_length=200)
+    source_path = models.CharField(max_length=1000)
+    origin = models.CharField(max_length=10, default="cli")  # cli | upload | api
+    status = models.CharField(max_length=10, choices=BatchStatus.choices, default=BatchStatus.QUEUED)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    total = models.PositiveIntegerField(default=0)
+    processed = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "ingest batches"
+
+    def __str__(self):
+        return f"Ingest #{self.pk} of {self.source_label}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in {BatchStatus.SUCCEEDED, BatchStatus.FAILED}
+
+    @property
+    def percent(self) -> int:
+        if self.is_finished:
+            return 100
+        return int(100 * self.processed / self.total) if self.total else 0
+
+
+class IngestProblem(models.Model):
+    """A file of a batch that could not become a skill, with a message naming what is wrong."""
+
+    batch = models.ForeignKey(IngestBatch, on_delete=models.CASCADE, related_name="problems")
+    path = models.CharField(max_length=1000)
+    field = models.CharField(max_length=100, blank=True)
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["path", "id"]
+
+    def __str__(self):
+        return f"{self.path}: {self.message}"
