@@ -129,7 +129,10 @@ def _batch_out(b: IngestBatch) -> dict:
         "id": b.id, "source_label": b.source_label, "origin": b.origin, "status": b.status, "total": b.total,
         "processed": b.processed, "summary": b.summary, "message": b.message, "created_at": b.created_at,
         "finished_at": b.finished_at,
-        "problems": [{"path": p.path, "field": p.field, "message": p.message} for p in b.problems.all()[:1000]],
+        "problems": [
+            {"severity": p.severity, "path": p.path, "field": p.field, "message": p.message}
+            for p in b.problems.order_by("severity", "path", "id")[:1000]
+        ],
     }
 
 

@@ -45,5 +45,6 @@ def category_bars(rows: list[dict]) -> dict:
         hovertemplate="%{y}<br>%{x} skills (%{text} of all)<br>%{hovertext}<extra></extra>",
         marker_color="#3b6ea8",
     ))
-    fig.update_layout(margin=dict(t=10, l=10, r=10, b=30), height=max(360, 22 * len(children)), xaxis_title="accepted skills")
+    # top margin leaves room for the modebar, so it never covers the longest bar
+    fig.update_layout(margin=dict(t=36, l=10, r=10, b=30), height=max(360, 22 * len(children)), xaxis_title="accepted skills")
     return json.loads(fig.to_json())

@@ -225,10 +225,17 @@ class IngestBatch(models.Model):
         return int(100 * self.processed / self.total) if self.total else 0
 
 
+class ProblemSeverity(models.TextChoices):
+    ERROR = "error", "Error: not ingested"
+    WARNING = "warning", "Warning: ingested with a fallback"
+
+
 class IngestProblem(models.Model):
-    """A file of a batch that could not become a skill, with a message naming what is wrong."""
+    """A file of a batch that could not become a skill (error), or became one only with a
+    fallback such as a name taken from the first heading (warning), with a clear message."""
 
     batch = models.ForeignKey(IngestBatch, on_delete=models.CASCADE, related_name="problems")
+    severity = models.CharField(max_length=10, choices=ProblemSeverity.choices, default=ProblemSeverity.ERROR)
     path = models.CharField(max_length=1000)
     field = models.CharField(max_length=100, blank=True)
     message = models.TextField()

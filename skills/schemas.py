@@ -89,6 +89,7 @@ class CategoryOverrideIn(Schema):
 
 
 class ProblemOut(Schema):
+    severity: str
     path: str
     field: str
     message: str

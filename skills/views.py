@@ -132,7 +132,8 @@ def upload(request):
 
 def batch_detail(request, batch_id: int):
     batch = get_object_or_404(IngestBatch, pk=batch_id)
-    context = {"batch": batch, "problems": batch.problems.all()[:500], "problem_count": batch.problems.count()}
+    problems = batch.problems.order_by("severity", "path", "id")  # errors before warnings
+    context = {"batch": batch, "problems": problems[:500], "problem_count": problems.count()}
     if request.htmx:
         response = render(request, "skills/batch.html#progress", context)
         if batch.is_finished:

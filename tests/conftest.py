@@ -22,6 +22,18 @@ def _data_dir(request, tmp_path):
     return settings.DATA_DIR
 
 
+@pytest.fixture(autouse=True)
+def _taxonomy(request):
+    """Transactional tests flush every table, the seeded taxonomy included: seed it again."""
+    if "transactional_db" in request.fixturenames or "live_server" in request.fixturenames:
+        from skills.models import Category
+        from skills.taxonomy import seed
+
+        request.getfixturevalue("transactional_db")
+        if not Category.objects.exists():
+            seed(Category)
+
+
 @pytest.fixture
 def users(db):
     from facet_site.services import ensure_user

@@ -12,16 +12,25 @@ each finding as a verdict with its reason). Kinds:
 
 Keeping false positives low, simply and explainably:
 
-* An unsafe pattern is ignored when its line, the line before it, or its section heading reads as
-  a warning or a description of threats (never, don't, avoid, warning, dangerous, detect, scan,
-  pattern, block, injection, protect...). A skill that says "never run `rm -rf /`" or a scanner
-  that lists reverse-shell signatures is not itself unsafe. The flip side: a hostile skill can
-  dodge a rule by wording; these filters are a first pass, not a security boundary.
+* An unsafe pattern is ignored when it reads as a warning or a description of threats rather
+  than an instruction: its line, the two lines before it (fence lines skipped, so the prose that
+  introduces a code block counts) or its section headings contain words such as never, don't,
+  avoid, warning, dangerous, detect, scan, pattern, block, injection, protect, attack, or the
+  line greps for it, or the match is quoted. A skill that says "never run `rm -rf /`" or a
+  scanner that lists reverse-shell signatures is not itself unsafe. The flip side: a hostile
+  skill can dodge a rule by wording; these filters are a first pass, not a security boundary.
 * Exfiltration needs a read of a credential file (cat/tar/base64/`@file`/open(...) of ~/.ssh keys,
   ~/.aws/credentials, .netrc, keychains...) with a network sender (curl, wget, nc, requests.post...)
-  on the same line or within the next few lines. `.env` counts only when shipped as a payload
-  (`@.env`, `cat .env | curl`), so documenting a project's .env file does not trigger.
+  on the same line or within the next few lines; `ssh -i key` and public keys do not count.
+  `.env` counts only when shipped as a payload (`@.env`, `cat .env | curl`), so documenting a
+  project's .env file does not trigger.
+* Secrets: env vars the skill declares as required count when any name part is KEY, TOKEN,
+  SECRET, PASSWORD, CREDENTIAL or AUTH; names only used in the body (`$FOO_TOKEN`, `export
+  FOO_API_KEY=`) need a clearer secret shape, so BUY_TOKEN or SORT_KEY do not count.
 * Loopback URLs (localhost, 127.x) are private only when the skill does not start a server itself.
+* Account dependence needs dependence wording (requires, need, must, ... required) or a
+  Requirements/Prerequisites section, and no negation ("no account needed").
+* Scripts among the supporting files are checked for unsafe code too (findings name the file).
 
 Evidence is the matched text (short) and the 1-based line in SKILL.md (or in the supporting file
 named by `Finding.path`); line 0 means the finding is not tied to one line.
@@ -231,7 +240,6 @@ _ACCOUNT_WORDS = tuple(
         ("sign", r"sign(?:ed)?[ -]?in\b"),
     )
 )
-_PAID_NOUNS = ("account", "plan", "subscription", "tier", "membership", "licen")
 _LOGIN_NOUNS = ("account", "subscription", "log", "sign")
 _PAID_BEFORE = re.compile(r"\b(?:paid|premium|pro|plus|business|enterprise)\s+$")
 _REQUIRE_BEFORE = re.compile(

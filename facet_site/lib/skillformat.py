@@ -369,18 +369,19 @@ def _parse(
 
     provenance = _provenance(source_kind, rel_dir, meta, git, root, parent_key, md_name)
     content_hash = _content_hash(raw, file_entries)
-
-    def bare(reason: str) -> ParsedSkill:
-        return ParsedSkill(
-            key=key, owner=owner, slug=slug, name=slug, description="", frontmatter={}, body="",
-            version=_meta_version(meta), license="MIT-0" if source_kind == "clawhub" or in_clawhub_package else "",
-            provenance=provenance, content_hash=content_hash, files=file_entries,
-            skill_md_path=md_rel, unreadable_reason=reason, warnings=warnings, problems=problems,
-        )
+    clawhub_licence = source_kind == "clawhub" or in_clawhub_package
 
     text, reason = _decode_skill_md(raw, md_name)
     if reason:
-        return bare(reason), nested
+        # Stored with an "unreadable" verdict, so it keeps its identity and files.
+        if clawhub_licence:
+            provenance["license_inferred"] = True
+        return ParsedSkill(
+            key=key, owner=owner, slug=slug, name=slug, description="", frontmatter={}, body="",
+            version=_meta_version(meta), license="MIT-0" if clawhub_licence else "",
+            provenance=provenance, content_hash=content_hash, files=file_entries,
+            skill_md_path=md_rel, unreadable_reason=reason, warnings=warnings, problems=problems,
+        ), nested
 
     try:
         fm, fm_text, fm_line, body, body_line = _frontmatter(text, md_name, warnings, strict)
@@ -421,7 +422,7 @@ def _parse(
     )
 
     license_ = _scalar_text(fm.get("license"))
-    if not license_ and (source_kind == "clawhub" or in_clawhub_package):
+    if not license_ and clawhub_licence:
         # ClawHub publishes every skill (and everything in its package, nested skills included)
         # under MIT-0; an explicit frontmatter licence still wins.
         license_ = "MIT-0"
@@ -491,15 +492,14 @@ def _walk_files(
         subdirs = []
         for e in entries:
             rel = prefix + e.name
-            if not prefix and e.name == md_name:
-                continue
+            if (not prefix and e.name == md_name) or e.name == ".git":
+                continue  # a .git file (worktree or submodule pointer) is repository plumbing too
             if e.is_symlink():
                 problems.append(
                     SourceProblem(_join_rel(rel_dir, rel), f"{rel} is a symlink; symlinks are never followed; skipped")
                 )
             elif e.is_dir(follow_symlinks=False):
-                if e.name != ".git":
-                    subdirs.append((e.path, rel))
+                subdirs.append((e.path, rel))
             elif e.is_file(follow_symlinks=False):
                 if len(files) < _MAX_FILES_PER_SKILL:
                     files.append((rel, e.path))

@@ -201,3 +201,20 @@ def test_get_embedder_is_cached_and_follows_env(data_dir, int8_emb, monkeypatch)
     assert get_embedder() is emb and get_embedder("onnx") is emb
     monkeypatch.delenv("FACET_EMBEDDING_BACKEND")
     assert get_embedder().backend == "onnx-int8"
+
+
+def test_warm_onnx_backend_does_not_import_torch(int8_emb, cache_dir):
+    # With the cache warm, the ONNX backends must stay free of torch/transformers: importing them
+    # costs seconds of start-up and ~300 MB per worker process.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from facet_site.lib.embedding import Embedder\n"
+        f"Embedder('onnx-int8', cache_dir={str(cache_dir)!r}).encode(['hello'])\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers')"
+        " if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -352,8 +352,9 @@ def test_sample_corpus_verdicts(capsys):
 
     per_kind = collections.Counter(kind for fs in verdicts.values() for kind in {f.kind for f in fs})
     per_reason = collections.Counter(
-        (f.kind, "requires secret …" if f.reason.startswith("requires secret") else f.reason)
-        for fs in verdicts.values() for f in {(f.kind, f.reason): f for f in fs}.values()
+        pair
+        for fs in verdicts.values()
+        for pair in {(f.kind, "requires secret …" if f.reason.startswith("requires secret") else f.reason) for f in fs}
     )
     with capsys.disabled():
         print(f"\nfilters on {len(skills)} skills: {dict(per_kind)}; no finding: "

@@ -5,6 +5,7 @@ import collections
 import hashlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -201,6 +202,7 @@ def test_git_directories_are_never_searched_for_skills(tmp_path):
     write(tmp_path / ".git" / "hooks" / "SKILL.md", GOOD_MD)
     skill_dir = make_skill(tmp_path, "s")
     write(skill_dir / ".git" / "HEAD", "ref: refs/heads/main\n")
+    write(skill_dir / "vendor" / ".git", "gitdir: ../../.git/modules/vendor\n")
 
     [skill] = list(discover(tmp_path))
 
@@ -725,6 +727,31 @@ def test_fifo_skill_md_is_a_problem_and_neighbours_still_parse(tmp_path):
     assert problem.path == "a/SKILL.md" and "not a regular file (fifo)" in problem.message
 
 
+def test_socket_in_a_skill_is_skipped(tmp_path):
+    import socket
+
+    skill_dir = make_skill(tmp_path, "s")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(skill_dir / "agent.sock"))
+        [skill, problem] = list(discover(tmp_path))
+    finally:
+        sock.close()
+
+    assert skill.files == []
+    assert problem.path == "s/agent.sock" and "socket" in problem.message
+
+
+def test_file_count_per_skill_is_capped(tmp_path, monkeypatch):
+    monkeypatch.setattr(skillformat, "_MAX_FILES_PER_SKILL", 3)
+    make_skill(tmp_path, "s", files={f"f{i}.txt": "x" for i in range(6)})
+
+    [skill, problem] = list(discover(tmp_path))
+
+    assert [f.path for f in skill.files] == ["f0.txt", "f1.txt", "f2.txt"]
+    assert "more than 3 files" in problem.message
+
+
 def test_unreadable_skill_md_is_a_problem(tmp_path, monkeypatch):
     make_skill(tmp_path, "locked")
     make_skill(tmp_path, "open")
@@ -965,7 +992,9 @@ def test_sample_corpus(capsys):
     parsed_dirs = {(CORPUS / s.skill_md_path).parent for s in skills}
     assert len(parsed_dirs & skill_dirs) >= 0.98 * len(skill_dirs)
     kinds = collections.Counter(p.message.split(":")[0] if ":" in p.message else p.message for p in probs)
-    warnings = collections.Counter(w.split("(")[0].split(";")[0] for s in skills for w in s.warnings)
+    warnings = collections.Counter(
+        re.sub(r"'[^']*'|^\S+: ", "", w).split("(")[0].split(";")[0].strip() for s in skills for w in s.warnings
+    )
     with capsys.disabled():
         print(f"\ncorpus: {len(skill_dirs)} skill dirs, {len(skills)} parsed, {len(probs)} problems")
         for kind, n in kinds.most_common():

@@ -104,9 +104,12 @@ def test_bad_files_get_clear_errors_and_the_rest_is_ingested(tmp_path):
     (root / "link" / "SKILL.md").symlink_to(root / "good" / "SKILL.md")
     batch = services.ingest_path(root)
     assert batch.status == BatchStatus.SUCCEEDED
-    problems = {p.path.split("/")[0]: p.message for p in IngestProblem.objects.filter(batch=batch)}
+    problems = {p.path.split("/")[0]: p.message for p in IngestProblem.objects.filter(batch=batch, severity="error")}
+    warnings = {p.path.split("/")[0]: p.message for p in IngestProblem.objects.filter(batch=batch, severity="warning")}
     assert "yaml" in problems and "YAML" in problems["yaml"]
-    assert "nofm" in problems and "frontmatter" in problems["nofm"].lower()
+    # A SKILL.md without frontmatter is still ingested, named from its heading, with a warning that says so.
+    assert "nofm" not in problems and "frontmatter" in warnings["nofm"].lower()
+    assert Skill.objects.filter(name="Just a heading").exists()
     assert "big" in problems and ("limit" in problems["big"].lower() or "bytes" in problems["big"].lower())
     assert "link" in problems and "symlink" in problems["link"].lower()
     assert Skill.objects.filter(name="csv-dedupe", status=SkillStatus.ACCEPTED).exists()

@@ -28,7 +28,7 @@ def database_url() -> str:
 
 
 @pytest.fixture
-def worker(transactional_db, tmp_path):
+def worker(tmp_path):
     env = dict(os.environ, DATABASE_URL=database_url(), DJANGO_SETTINGS_MODULE="facet_site.test_settings")
     log = open(tmp_path / "worker.log", "w")
     proc = subprocess.Popen(
@@ -46,6 +46,8 @@ def worker(transactional_db, tmp_path):
     log.close()
 
 
+# A worker process only sees committed rows.
+@pytest.mark.django_db(transaction=True)
 def test_an_uploaded_archive_is_ingested_by_a_worker(worker, client, users, tmp_path):
     from django.core.files.uploadedfile import SimpleUploadedFile
 

@@ -44,9 +44,10 @@ class Command(BaseCommand):
         out.write(f"  duplicates       {s.get('duplicates', 0)}")
         for reason, n in s.get("rejected_by_reason", {}).items():
             out.write(f"  rejected: {reason:<14} {n}")
-        problems = list(batch.problems.all())
-        out.write(f"  errors           {len(problems)}")
-        for p in problems[:200]:
-            out.write(self.style.WARNING(f"    {p.path}: {p.message}"))
-        if len(problems) > 200:
-            out.write(f"    … and {len(problems) - 200} more (see the batch page)")
+        for severity, label, style in (("error", "errors  ", self.style.ERROR), ("warning", "warnings", self.style.WARNING)):
+            problems = list(batch.problems.filter(severity=severity))
+            out.write(f"  {label}         {len(problems)}")
+            for p in problems[:200]:
+                out.write(style(f"    {p.path}: {p.message}"))
+            if len(problems) > 200:
+                out.write(f"    … and {len(problems) - 200} more (see the batch page, /skills/ingest/{batch.pk}/)")
