@@ -24,13 +24,15 @@ class TokenAuth(HttpBearer):
 api = NinjaAPI(
     title="facet API",
     version="1",
-    description="Skills, taxonomy and ingestion. Authenticate with `Authorization: Bearer <token>`; "
+    description="Skills, taxonomy and ingestion; synthesis runs and the scenario–skill repository. Authenticate with `Authorization: Bearer <token>`; "
     "create a token on the API tokens page.",
     auth=[TokenAuth(), django_auth],
     docs_decorator=login_required,
     urls_namespace="api",
 )
 
+from scenarios.api import router as scenarios_router  # noqa: E402
 from skills.api import router as skills_router  # noqa: E402
 
 api.add_router("/", skills_router)
+api.add_router("/", scenarios_router)

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "template_partials",
     "facet_site",
     "skills",
+    "scenarios",
 ]
 
 MIDDLEWARE = [

@@ -3,7 +3,9 @@ import os
 from pathlib import Path
 
 _base = Path(__file__).resolve().parent.parent
-os.environ.setdefault("FACET_DATA_DIR", str(_base / "var" / "test"))
+# A data directory (and so a broker folder) per test process: two test runs on one checkout
+# never take each other's queued jobs. Worker processes started by the tests inherit it.
+os.environ.setdefault("FACET_DATA_DIR", str(_base / "var" / "test" / f"run-{os.getpid()}"))
 # The exported ONNX model is shared with the main data directory, so tests don't re-export it.
 os.environ.setdefault("FACET_MODELS_DIR", str(_base / "var" / "models"))
 

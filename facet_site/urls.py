@@ -12,6 +12,7 @@ urlpatterns = [
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", views.revoke_token, name="revoke-token"),
     path("skills/", include("skills.urls")),
+    path("", include("scenarios.urls")),  # runs/ and repository/
     path("admin/", admin.site.urls),
     path("api/", api.urls),
 ]

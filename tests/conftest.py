@@ -85,3 +85,53 @@ def demo_corpus_copy(tmp_path):
     target = tmp_path / "demo_corpus"
     shutil.copytree(DEMO_CORPUS, target)
     return target
+
+
+def database_url() -> str:
+    """The test database as a URL, for processes the tests start (Celery workers)."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{s['NAME']}"
+    user = s.get("USER") or ""
+    password = f":{s['PASSWORD']}" if s.get("PASSWORD") else ""
+    at = "@" if user else ""
+    return f"postgres://{user}{password}{at}{s.get('HOST') or '127.0.0.1'}:{s.get('PORT') or 5432}/{s['NAME']}"
+
+
+@pytest.fixture
+def celery_worker(transactional_db, tmp_path):
+    """A real Celery worker process on the configured broker, serving the default and LLM queues."""
+    import signal
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    # the broker folder was fixed when settings loaded; the worker must use the same one
+    env = dict(os.environ, DATABASE_URL=database_url(), DJANGO_SETTINGS_MODULE="facet_site.test_settings",
+               FACET_DATA_DIR=str(settings.BROKER_DIR.parent))
+    log_path = tmp_path / "worker.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "facet_site.cli", "worker", "-Q", "default,llm", "-c", "1", "-l", "INFO",
+         "-n", f"test-{os.getpid()}@%h"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    proc.log_tail = lambda: log_path.read_text()[-4000:]
+    yield proc
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    log.close()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove this test process's data directory (broker folder, test database) under var/test."""
+    data_dir = os.environ.get("FACET_DATA_DIR", "")
+    if f"run-{os.getpid()}" in data_dir:
+        shutil.rmtree(data_dir, ignore_errors=True)

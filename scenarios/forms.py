@@ -1,0 +1,89 @@
+"""The "Start a run" form and the one place a run's config is assembled from user input.
+
+The page, the API and the CLI all merge what the user gave over services.DEFAULT_CONFIG here, and
+leave every check of the values to services.start_run, so the three report the same errors.
+"""
+import copy
+
+from django import forms
+
+from skills.models import Category
+
+from . import services
+from .models import Strategy
+
+
+def build_config(overrides: dict) -> dict:
+    """DEFAULT_CONFIG with `overrides` merged in section by section (None means "not given")."""
+    config = copy.deepcopy(services.DEFAULT_CONFIG)
+    _merge(config, overrides)
+    return config
+
+
+def _merge(target: dict, overrides: dict) -> None:
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
+def config_error_field(exc: Exception) -> tuple[str, str]:
+    """'limits.max_pairs: must be a positive integer' -> ('max_pairs', 'must be a positive integer').
+    The last segment of the path names the form field, so the message lands beside its input."""
+    text = str(exc)
+    path = getattr(exc, "field", None)
+    if not path and ": " in text:
+        path, _ = text.split(": ", 1)
+    field = (path or "").rsplit(".", 1)[-1]
+    return FIELD_ALIASES.get(field, field), text
+
+
+# "skills: fewer than two accepted skills match" is about the selection, which the categories make
+FIELD_ALIASES = {"skills": "categories"}
+
+
+def category_choices() -> list[tuple[str, str]]:
+    """Each family followed by its fine-grained categories, whatever order the database sorts NULLs in."""
+    families = Category.objects.filter(parent=None).prefetch_related("children").order_by("position")
+    out = []
+    for family in families:
+        out.append((family.slug, family.name))
+        out.extend((c.slug, f"{family.name} › {c.name}") for c in sorted(family.children.all(), key=lambda c: c.position))
+    return out
+
+
+class StartRunForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    strategy = forms.ChoiceField(choices=Strategy.choices, initial=Strategy.FORWARD)
+    categories = forms.MultipleChoiceField(
+        required=False, widget=forms.SelectMultiple(attrs={"size": 10}), help_text="Skills in any of these categories (a family includes its categories). None: all.")
+    # Numbers are only parsed here; their limits are start_run's to enforce.
+    max_skills = forms.IntegerField(required=False)
+    max_pairs = forms.IntegerField(required=False)
+    max_tokens = forms.IntegerField(required=False)
+    model = forms.CharField(max_length=200, required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["categories"].choices = category_choices()
+        defaults = services.DEFAULT_CONFIG
+        for section, name in (("skills", "max_skills"), ("limits", "max_pairs"), ("limits", "max_tokens")):
+            self.fields[name].initial = (defaults.get(section) or {}).get(name)
+        self.fields["model"].initial = (defaults.get("llm") or {}).get("model", "")
+        self.fields["strategy"].initial = defaults.get("strategy", Strategy.FORWARD)
+
+    def config(self) -> dict:
+        d = self.cleaned_data
+        return build_config({
+            "strategy": d["strategy"],
+            "skills": {"categories": list(d["categories"]), "max_skills": d["max_skills"]},
+            "limits": {"max_pairs": d["max_pairs"], "max_tokens": d["max_tokens"]},
+            "llm": {"model": d["model"] or None},
+        })
+
+    def add_config_error(self, exc: Exception) -> None:
+        field, message = config_error_field(exc)
+        self.add_error(field if field in self.fields else None, message)

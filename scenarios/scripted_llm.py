@@ -1,0 +1,214 @@
+"""A scripted stand-in for an OpenAI-compatible server, for recording cassettes without a real model.
+
+No LLM endpoint is reachable where facet is developed and tested, so the demo's cassette and the
+pipeline's end-to-end tests are recorded against this server: it answers Chat Completions over real
+HTTP on 127.0.0.1 with schema-valid JSON built deterministically from the prompt it receives (the
+skill names, descriptions and outputs it is shown). Its answers are plausible, not intelligent; a
+cassette recorded from a real model replaces them without any code change.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def _h(text: str, mod: int) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) % mod
+
+
+def _skills_in(text: str) -> list[dict]:
+    """The skill objects quoted in a prompt (they are pretty-printed JSON with "name" keys)."""
+    skills = []
+    for m in re.finditer(r'"name":\s*"([^"]+)",\s*"description":\s*"((?:[^"\\]|\\.)*)"', text):
+        skills.append({"name": m.group(1), "description": json.loads(f'"{m.group(2)}"')})
+    return skills
+
+
+def _outputs_in(text: str) -> list[str]:
+    m = re.search(r'"outputs":\s*\[(.*?)\]', text, re.S)
+    return re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))[:3] if m else []
+
+
+def _short(desc: str, words: int = 14) -> str:
+    d = re.sub(r"\s+", " ", desc).strip().rstrip(".")
+    return " ".join(d.split()[:words])
+
+
+def hypotheses(user: str) -> dict:
+    skills = _skills_in(user)
+    s = skills[0] if skills else {"name": "the skill", "description": "process local files"}
+    count = int((re.search(r"Propose (\d+) distinct", user) or [None, "3"])[1])
+    outputs = _outputs_in(user) or ["a report file"]
+    settings_ = ["a small engineering team's shared workstation", "a data operations runbook",
+                 "a nightly maintenance job on a build server", "an audit before a release"]
+    out = []
+    for i in range(count):
+        out.append({
+            "application_context": f"{settings_[(i + _h(s['name'], 4)) % 4]} where {s['name']} is used",
+            "user_goal": f"{_short(s['description'])}",
+            "initial_state": f"Input files for {s['name']} exist under /app/data and nothing has been processed yet",
+            "desired_final_state": f"{outputs[i % len(outputs)]} is written under /app and matches the inputs",
+        })
+    return {"hypotheses": out}
+
+
+def judge(user: str) -> dict:
+    skills = _skills_in(user)
+    names = " + ".join(s["name"] for s in skills) or "the skills"
+    seed = _h(names, 1000)
+    scores = [3 + (seed >> k) % 3 for k in (0, 2, 4)]  # 3..5
+    executable = 2 if seed % 4 == 0 else 4  # about one candidate in four needs something a terminal lacks
+    accept = min(scores + [executable]) >= 3
+    rationale = lambda what: f"{what} for {names}."  # noqa: E731
+    return {
+        "relevance": {"score": scores[0], "rationale": rationale("Each skill serves the shared goal")},
+        "complementarity": {"score": scores[1], "rationale": rationale("One skill's output feeds the next")},
+        "non_redundancy": {"score": scores[2], "rationale": rationale("The skills do different things")},
+        "terminal_executability": {"score": executable, "rationale": rationale(
+            "Runs offline with command-line tools" if executable >= 3 else "Needs an interactive service outside the container")},
+        "verdict": "accept" if accept else "reject",
+        "summary": f"{'Accept' if accept else 'Reject'}: {names}.",
+    }
+
+
+def _names(user: str) -> list[str]:
+    return [s["name"] for s in _skills_in(user)] or re.findall(r'"skill":\s*"([^"]+)"', user) or ["skill-a", "skill-b"]
+
+
+def skill_analysis(user: str) -> dict:
+    return {"skills": [
+        {"skill": s["name"], "capabilities": [_short(s["description"], 10)],
+         "preconditions": [f"input files for {s['name']} exist"], "effects": [f"{s['name']} writes its result file"]}
+        for s in _skills_in(user)
+    ] or [{"skill": n, "capabilities": ["process files"], "preconditions": [], "effects": []} for n in ("a", "b")]}
+
+
+def scenario_exploration(user: str) -> dict:
+    names = _names(user)
+    return {"settings": [
+        {"title": f"Release check: {' then '.join(names)}", "description": "Before a release the team runs the steps in order.",
+         "shared_objective": "produce a verified release report", "skill_contributions": [f"{n} does its part" for n in names]},
+        {"title": "Side by side", "description": "Each skill runs separately.", "shared_objective": "none shared",
+         "skill_contributions": [f"{n} alone" for n in names]},
+    ]}
+
+
+def association_filtering(user: str) -> dict:
+    titles = re.findall(r'"title":\s*"([^"]+)"', user)
+    return {"chosen_setting": titles[0] if titles else "Release check", "why": ["the second step consumes the first step's output"],
+            "discarded": [{"title": t, "reason": "the skills do not depend on each other"} for t in titles[1:]]}
+
+
+def evolution_recovery(user: str) -> dict:
+    names = re.findall(r'"skill":\s*"([^"]+)"', user) or ["skill-a", "skill-b"]
+    names = list(dict.fromkeys(names))
+    return {"workflow": [{"step": i + 1, "skill": n, "action": f"run {n} on the current files", "produces": f"/app/out/step{i + 1}.txt"}
+                         for i, n in enumerate(names)],
+            "dependencies": [f"{b} reads what {a} produced" for a, b in zip(names, names[1:])],
+            "intermediate_artifacts": [f"/app/out/step{i + 1}.txt" for i in range(len(names))],
+            "state_transitions": ["raw inputs → intermediate files → final report"]}
+
+
+def information_expansion(user: str) -> dict:
+    return {"resources": [{"path": "/app/data/input.csv", "format": "CSV", "description": "records with distractor rows"},
+                          {"path": "/app/out/report.md", "format": "Markdown", "description": "the final report"}],
+            "constraints": ["work offline", "do not modify /app/data"],
+            "success_conditions": ["/app/out/report.md exists and lists every valid record"],
+            "tools": ["bash", "python3", "jq"], "services": []}
+
+
+def dimensions(user: str) -> dict:
+    names = re.findall(r'"skill":\s*"([^"]+)"', user)
+    names = list(dict.fromkeys(names)) or ["the skills"]
+    joined = " and ".join(names)
+    return {
+        "title": f"Combine {joined}"[:120],
+        "goal": f"Produce a verified report by chaining {joined}.",
+        "context": "A small team's release checklist on a Linux workstation.",
+        "capability": "; ".join(f"{n} handles one step and hands its output on" for n in names),
+        "state": "Initial: raw inputs in /app/data. Intermediate: files in /app/out. Final: /app/out/report.md.",
+        "io_tools": "Inputs /app/data/input.csv; output /app/out/report.md; tools bash, python3, jq.",
+        "integrated_scenario": f"## Scenario\n\nThe team uses {joined} in sequence: the first step prepares the data, "
+                               "the last writes **/app/out/report.md**.",
+    }
+
+
+def references(user: str) -> dict:
+    return {
+        "solution_reference": {"setup_actions": ["inspect /app/data"], "workflow": ["run each step in order", "write the report"],
+                               "state_transitions": ["/app/data → /app/out/report.md"]},
+        "instruction_reference": {"goal": "Write /app/out/report.md from /app/data/input.csv", "inputs": ["/app/data/input.csv"],
+                                  "outputs": ["/app/out/report.md"], "constraints": ["offline", "keep inputs unchanged"]},
+    }
+
+
+def consistency(user: str) -> dict:
+    return {"consistent": True, "shared_initial_state": "raw inputs in /app/data",
+            "shared_outcome": "/app/out/report.md written", "issues": []}
+
+
+RESPONDERS = {
+    "HypothesesOut": hypotheses, "JudgeOut": judge, "SkillAnalysisOut": skill_analysis,
+    "ScenarioExplorationOut": scenario_exploration, "AssociationFilteringOut": association_filtering,
+    "EvolutionRecoveryOut": evolution_recovery, "InformationExpansionOut": information_expansion,
+    "DimensionsOut": dimensions, "ReferencesOut": references, "ConsistencyOut": consistency,
+}
+
+
+def answer(body: dict) -> str:
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+    user = "\n".join(m.get("content", "") for m in body.get("messages", []) if m.get("role") == "user")
+    responder = RESPONDERS.get(schema)
+    if responder is None:
+        raise KeyError(f"no scripted answer for schema {schema!r}")
+    return json.dumps(responder(user), ensure_ascii=False)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep test output quiet
+        pass
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        try:
+            content = answer(body)
+            status, payload = 200, {
+                "id": f"chatcmpl-scripted-{time.monotonic_ns()}", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", "scripted"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": len(json.dumps(body["messages"])) // 4, "completion_tokens": len(content) // 4,
+                          "total_tokens": len(json.dumps(body["messages"])) // 4 + len(content) // 4},
+            }
+        except Exception as exc:
+            status, payload = 400, {"error": {"message": str(exc), "type": "invalid_request_error"}}
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.server.requests += 1
+
+
+class ScriptedLLMServer:
+    """`with ScriptedLLMServer() as url:` serves /v1/chat/completions on 127.0.0.1 until the block ends."""
+
+    def __enter__(self) -> str:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.requests = 0
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    @property
+    def requests(self) -> int:
+        return self.httpd.requests
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,667 @@
+"""Workflows of the scenario–skill repository: runs, the four stages, and JSONL interoperability.
+
+Every stage's work item is claimed with a conditional UPDATE, processed by one service call and
+recorded; `advance_run` reads the database to decide what comes next, so a redelivered or
+duplicated job is harmless and a killed worker's items are picked up again.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+from django.db import transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from facet_site.lib.llm import InvalidOutput, PermanentLLMError, TransientLLMError
+from skills.models import Category, Skill, SkillStatus
+
+from . import llm, outputs
+from .models import (
+    OPEN_WORK,
+    STAGE_ORDER,
+    CandidatePair,
+    Consistency,
+    Judgement,
+    LLMCall,
+    PairSkill,
+    PairSource,
+    PairVerdict,
+    RunSkill,
+    RunStatus,
+    Scenario,
+    ScenarioHypothesis,
+    Stage,
+    Strategy,
+    SynthesisRun,
+    WorkStatus,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONFIG = {
+    "strategy": Strategy.FORWARD.value,
+    "skills": {"categories": [], "source": "", "max_skills": 1000},
+    "limits": {
+        "max_pairs": 500,
+        "max_tokens": 0,  # 0: no token budget
+        "hypotheses_per_skill": 3,
+        "k": 10,
+        "min_similarity": 0.45,
+        "max_group_size": 3,
+        "judge_min_score": 3,
+        "stale_after_minutes": 30,
+    },
+    # empty values fall back to the FACET_LLM_* environment settings
+    # profiles: {"judge": {"model": "...", "temperature": 0}} overrides settings for one stage
+    "llm": {"model": "", "provider": "", "cassette": "", "base_url": "", "record": "", "profiles": {}},
+}
+
+
+class RunConfigError(ValueError):
+    pass
+
+
+# --- configuration and start ------------------------------------------------------------------
+
+
+def _merge(base: dict, given: dict, path: str = "") -> dict:
+    out = dict(base)
+    for key, value in (given or {}).items():
+        where = f"{path}{key}"
+        if key not in base:
+            raise RunConfigError(f"{where}: unknown setting")
+        if isinstance(base[key], dict):
+            if not isinstance(value, dict):
+                raise RunConfigError(f"{where}: expected an object")
+            out[key] = _merge(base[key], value, where + ".")
+        else:
+            out[key] = value
+    return out
+
+
+def validate_config(config: dict | None) -> dict:
+    cfg = _merge(DEFAULT_CONFIG, config or {})
+    if cfg["strategy"] not in Strategy.values:
+        raise RunConfigError(f"strategy: expected one of {', '.join(Strategy.values)}, got {cfg['strategy']!r}")
+    limits = cfg["limits"]
+    for name in ("max_pairs", "hypotheses_per_skill", "k", "stale_after_minutes"):
+        if not isinstance(limits[name], int) or isinstance(limits[name], bool) or limits[name] < 1:
+            raise RunConfigError(f"limits.{name}: must be a positive integer")
+    if not isinstance(limits["max_tokens"], int) or limits["max_tokens"] < 0:
+        raise RunConfigError("limits.max_tokens: must be 0 (no budget) or a positive integer")
+    if limits["max_group_size"] not in (2, 3):
+        raise RunConfigError("limits.max_group_size: must be 2 or 3")
+    if not isinstance(limits["min_similarity"], (int, float)) or not -1 <= limits["min_similarity"] <= 1:
+        raise RunConfigError("limits.min_similarity: must be a number between -1 and 1")
+    if not isinstance(limits["judge_min_score"], int) or not 1 <= limits["judge_min_score"] <= 5:
+        raise RunConfigError("limits.judge_min_score: must be an integer from 1 to 5")
+    skills = cfg["skills"]
+    if not isinstance(skills["max_skills"], int) or skills["max_skills"] < 2:
+        raise RunConfigError("skills.max_skills: must be an integer of at least 2")
+    if not isinstance(skills["categories"], list):
+        raise RunConfigError("skills.categories: expected a list of category slugs")
+    unknown = set(skills["categories"]) - set(Category.objects.filter(slug__in=skills["categories"]).values_list("slug", flat=True))
+    if unknown:
+        raise RunConfigError(f"skills.categories: no category with slug {', '.join(sorted(unknown))}")
+    if not isinstance(cfg["llm"]["profiles"], dict):
+        raise RunConfigError("llm.profiles: expected an object of stage name → settings")
+    if cfg["llm"]["provider"] not in ("", "openai", "replay"):
+        raise RunConfigError("llm.provider: expected openai or replay")
+    return cfg
+
+
+def select_skills(cfg: dict):
+    qs = Skill.objects.current().accepted().exclude(embedding=None)
+    cats = cfg["skills"]["categories"]
+    if cats:
+        qs = qs.filter(Q(category__slug__in=cats) | Q(category__parent__slug__in=cats))
+    if cfg["skills"]["source"]:
+        qs = qs.filter(source=cfg["skills"]["source"])
+    return qs.order_by("id")[: cfg["skills"]["max_skills"]]
+
+
+def start_run(*, name: str, user=None, config: dict | None = None, enqueue: bool = True) -> SynthesisRun:
+    if not (name or "").strip():
+        raise RunConfigError("name: give the run a name")
+    cfg = validate_config(config)
+    skill_ids = list(select_skills(cfg).values_list("id", flat=True))
+    if len(skill_ids) < 2:
+        raise RunConfigError("skills: fewer than two accepted skills match this selection")
+    with transaction.atomic():
+        run = SynthesisRun.objects.create(name=name.strip()[:200], created_by=user, config=cfg, strategy=cfg["strategy"])
+        RunSkill.objects.bulk_create([RunSkill(run=run, skill_id=i) for i in skill_ids], batch_size=2000)
+        if enqueue:
+            from . import jobs
+
+            transaction.on_commit(lambda: jobs.advance_run.delay(run.pk))
+    return run
+
+
+def cancel_run(*, run: SynthesisRun, user=None) -> SynthesisRun:
+    """Workers stop taking the run's items; items already running finish and are kept."""
+    now = timezone.now()
+    SynthesisRun.objects.filter(pk=run.pk, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).update(
+        status=RunStatus.CANCELLED, cancel_requested_at=now, finished_at=now,
+        message=f"Cancelled by {getattr(user, 'username', None) or 'a user'}.",
+    )
+    for model in (RunSkill, CandidatePair, Scenario):
+        model.objects.filter(run=run, status__in=[WorkStatus.PENDING, WorkStatus.QUEUED]).update(status=WorkStatus.SKIPPED)
+    run.refresh_from_db()
+    return run
+
+
+# --- claiming ---------------------------------------------------------------------------------
+
+
+def _claim(model, item_id: int) -> bool:
+    """Take one item for this worker: queued (or pending, when run inline) → running, only while its run is live."""
+    return bool(model.objects.filter(
+        pk=item_id, status__in=[WorkStatus.PENDING, WorkStatus.QUEUED],
+        run__status__in=[RunStatus.QUEUED, RunStatus.RUNNING],
+    ).update(status=WorkStatus.RUNNING, claimed_at=timezone.now()))
+
+
+def _finish(model, item_id: int, status: str, error: str = ""):
+    from django.db.models import F
+
+    model.objects.filter(pk=item_id, status=WorkStatus.RUNNING).update(
+        status=status, error=error[:5000], finished_at=timezone.now(), attempts=F("attempts") + 1,
+    )
+
+
+def _release(model, item_id: int, error: str):
+    """A transient failure: give the item back to the queue; the job retries later."""
+    from django.db.models import F
+
+    model.objects.filter(pk=item_id, status=WorkStatus.RUNNING).update(
+        status=WorkStatus.QUEUED, error=error[:5000], attempts=F("attempts") + 1,
+    )
+
+
+def tokens_used(run: SynthesisRun) -> int:
+    agg = LLMCall.objects.filter(run=run).aggregate(i=Sum("tokens_in"), o=Sum("tokens_out"))
+    return (agg["i"] or 0) + (agg["o"] or 0)
+
+
+def _over_budget(run: SynthesisRun) -> bool:
+    budget = run.limit("max_tokens", 0)
+    return bool(budget) and tokens_used(run) >= budget
+
+
+def _process(model, item_id: int, work: Callable[[object], None]) -> str:
+    """Claim, run `work(item)`, record the outcome. Returns the item's new status (or "" if not claimed)."""
+    if not _claim(model, item_id):
+        return ""
+    item = model.objects.select_related("run").get(pk=item_id)
+    if _over_budget(item.run):
+        _finish(model, item_id, WorkStatus.SKIPPED, "token budget reached")
+        return WorkStatus.SKIPPED
+    try:
+        work(item)
+    except TransientLLMError as exc:
+        _release(model, item_id, f"transient: {exc}")
+        raise
+    except (InvalidOutput, PermanentLLMError) as exc:
+        _finish(model, item_id, WorkStatus.FAILED, f"{exc.__class__.__name__}: {exc}")
+        return WorkStatus.FAILED
+    except Exception as exc:  # recorded on the item, so one bad item never stalls the run
+        log.exception("%s %s failed", model.__name__, item_id)
+        _finish(model, item_id, WorkStatus.FAILED, f"{exc.__class__.__name__}: {exc}")
+        return WorkStatus.FAILED
+    _finish(model, item_id, WorkStatus.DONE)
+    return WorkStatus.DONE
+
+
+# --- subjects -----------------------------------------------------------------------------------
+# LLM calls name the record they served by stable keys rather than database ids, so a recorded
+# cassette replays on any database and a reviewer can find the calls behind a record.
+
+
+def skill_subject(skill: Skill) -> str:
+    return f"skill:{skill.key}"
+
+
+def pair_subject(pair: CandidatePair) -> str:
+    keys = sorted(Skill.objects.filter(pk__in=[int(i) for i in pair.skill_set.split(",")]).values_list("key", flat=True))
+    return "pair:" + "+".join(keys)
+
+
+# --- stage 1: hypotheses ------------------------------------------------------------------------
+
+
+def skill_json(skill: Skill) -> str:
+    return json.dumps({
+        "id": skill.id, "name": skill.name, "description": skill.description,
+        "category": skill.category.name if skill.category else None,
+        "required_tools": skill.required_tools[:20], "inputs": skill.inputs[:10], "outputs": skill.outputs[:10],
+        "steps": skill.steps[:15],
+    }, ensure_ascii=False, indent=1)
+
+
+def extract_hypotheses(run_skill_id: int) -> str:
+    def work(item: RunSkill):
+        run, skill = item.run, Skill.objects.select_related("category").get(pk=item.skill_id)
+        client, recorder = llm.client_for(run)
+        p = llm.prompt("hypotheses")
+        count = run.limit("hypotheses_per_skill", 3)
+        result = llm.stage_client(client, run, "hypotheses").complete(
+            stage="hypotheses", subject=skill_subject(skill), prompt_version=p.version,
+            messages=p.messages(skill_json=skill_json(skill), count=count), schema=outputs.HypothesesOut,
+        )
+        with transaction.atomic():
+            ScenarioHypothesis.objects.filter(run=run, skill=skill).delete()  # a redelivered job starts clean
+            ScenarioHypothesis.objects.bulk_create([
+                ScenarioHypothesis(
+                    run=run, skill=skill, position=i, application_context=h.application_context,
+                    user_goal=h.user_goal, initial_state=h.initial_state, desired_final_state=h.desired_final_state,
+                    prompt_version=p.version, llm_call=recorder.last,
+                )
+                for i, h in enumerate(result.parsed.hypotheses[:count])
+            ])
+            RunSkill.objects.filter(pk=item.pk).update(prompt_version=p.version)
+
+    return _process(RunSkill, run_skill_id, work)
+
+
+# --- stage 2: retrieval -------------------------------------------------------------------------
+
+
+def retrieve(run_id: int) -> int:
+    """Embed the run's hypotheses and group them into candidate pairs. Idempotent per run."""
+    from facet_site.lib.retrieval import build_candidate_groups
+    from skills.services import embed
+
+    claimed = SynthesisRun.objects.filter(
+        pk=run_id, stage=Stage.RETRIEVAL, status=RunStatus.RUNNING, retrieval_claimed_at__isnull=True,
+    ).update(retrieval_claimed_at=timezone.now())
+    if not claimed:
+        return 0
+    run = SynthesisRun.objects.get(pk=run_id)
+    hyps = list(ScenarioHypothesis.objects.filter(run=run).order_by("id"))
+    missing = [h for h in hyps if not h.embedding]
+    for start in range(0, len(missing), 512):
+        part = missing[start:start + 512]
+        vectors = embed([h.text for h in part])
+        for h, v in zip(part, vectors):
+            h.embedding = v.astype(np.float32).tobytes()
+        ScenarioHypothesis.objects.bulk_update(part, ["embedding"])
+    created = 0
+    if len(hyps) >= 2:
+        ids = np.array([h.id for h in hyps], dtype=np.int64)
+        skills = np.array([h.skill_id for h in hyps], dtype=np.int64)
+        vectors = np.vstack([h.vector for h in hyps]).astype(np.float32)
+        groups = build_candidate_groups(
+            ids, skills, vectors, k=run.limit("k", 10), min_similarity=run.limit("min_similarity", 0.45),
+            max_group_size=run.limit("max_group_size", 3), max_groups=run.limit("max_pairs", 500),
+        )
+        by_id = {h.id: h for h in hyps}
+        with transaction.atomic():
+            existing = set(CandidatePair.objects.filter(run=run).values_list("skill_set", flat=True))
+            for g in groups:
+                skill_set = ",".join(str(s) for s in sorted(g.skill_ids))
+                if skill_set in existing:
+                    continue
+                linked = [by_id[h] for h in g.hypothesis_ids if h in by_id]
+                text = "\n".join(
+                    f"- {h.user_goal} (context: {h.application_context}; from: {h.initial_state}; to: {h.desired_final_state})"
+                    for h in linked
+                )
+                pair = CandidatePair.objects.create(
+                    run=run, skill_set=skill_set, scenario_text=text, score=round(float(g.score), 4),
+                    evidence=g.evidence, source=PairSource.RETRIEVAL,
+                )
+                PairSkill.objects.bulk_create([PairSkill(pair=pair, skill_id=s, position=i) for i, s in enumerate(g.skill_ids)])
+                pair.hypotheses.set(linked)
+                existing.add(skill_set)
+                created += 1
+    SynthesisRun.objects.filter(pk=run.pk, stage=Stage.RETRIEVAL).update(stage=Stage.JUDGE)
+    return created
+
+
+# --- stage 3: judge -----------------------------------------------------------------------------
+
+
+def pair_skills_json(pair: CandidatePair) -> str:
+    skills = pair.ordered_skills()
+    if skills:
+        return "[\n" + ",\n".join(skill_json(s) for s in skills) + "\n]"
+    return json.dumps(pair.skill_summaries, ensure_ascii=False, indent=1)
+
+
+def judge_pair(pair_id: int) -> str:
+    def work(pair: CandidatePair):
+        run = pair.run
+        client, recorder = llm.client_for(run)
+        p = llm.prompt("judge")
+        result = llm.stage_client(client, run, "judge").complete(
+            stage="judge", subject=pair_subject(pair), prompt_version=p.version,
+            messages=p.messages(scenario_text=pair.scenario_text, skills_json=pair_skills_json(pair)),
+            schema=outputs.JudgeOut,
+        )
+        out = result.parsed
+        scores = [out.relevance.score, out.complementarity.score, out.non_redundancy.score, out.terminal_executability.score]
+        # The judge's own verdict counts only when every criterion also clears the run's bar.
+        accepted = out.verdict == "accept" and min(scores) >= run.limit("judge_min_score", 3)
+        verdict = PairVerdict.ACCEPTED if accepted else PairVerdict.REJECTED
+        with transaction.atomic():
+            Judgement.objects.update_or_create(pair=pair, defaults=dict(
+                relevance=out.relevance.score, complementarity=out.complementarity.score,
+                non_redundancy=out.non_redundancy.score, executability=out.terminal_executability.score,
+                rationales={
+                    "relevance": out.relevance.rationale, "complementarity": out.complementarity.rationale,
+                    "non_redundancy": out.non_redundancy.rationale, "executability": out.terminal_executability.rationale,
+                },
+                verdict=verdict, summary=out.summary, prompt_version=p.version, llm_call=recorder.last,
+            ))
+            CandidatePair.objects.filter(pk=pair.pk).update(verdict=verdict)
+
+    return _process(CandidatePair, pair_id, work)
+
+
+# --- stage 4: reconstruction ----------------------------------------------------------------------
+
+
+def _dump(model) -> str:
+    return json.dumps(model.model_dump() if hasattr(model, "model_dump") else model, ensure_ascii=False, indent=1)
+
+
+def reconstruct_scenario(scenario_id: int) -> str:
+    def work(scenario: Scenario):
+        pair = CandidatePair.objects.get(pk=scenario.pair_id)
+        run = scenario.run
+        client, recorder = llm.client_for(run)
+        subject = pair_subject(pair)
+        modules: dict[str, dict] = {}
+        versions: dict[str, str] = {}
+
+        def step(name: str, schema, **values):
+            p = llm.prompt(f"reconstruct.{name}")
+            versions[name] = p.version
+            result = llm.stage_client(client, run, f"reconstruct.{name}").complete(
+                                     stage=f"reconstruct.{name}", subject=subject, prompt_version=p.version,
+                                     messages=p.messages(**values), schema=schema)
+            modules[name] = result.parsed.model_dump()
+            return result.parsed
+
+        skills = pair_skills_json(pair)
+        analysis = step("skill_analysis", outputs.SkillAnalysisOut, scenario_text=pair.scenario_text, skills_json=skills)
+        explored = step("scenario_exploration", outputs.ScenarioExplorationOut, scenario_text=pair.scenario_text,
+                        skill_analysis_json=_dump(analysis))
+        chosen = step("association_filtering", outputs.AssociationFilteringOut, settings_json=_dump(explored))
+        chosen_setting = next((s for s in explored.settings if s.title == chosen.chosen_setting), explored.settings[0])
+        workflow = step("evolution_recovery", outputs.EvolutionRecoveryOut,
+                        chosen_json=_dump(chosen_setting), skill_analysis_json=_dump(analysis))
+        step("information_expansion", outputs.InformationExpansionOut, workflow_json=_dump(workflow))
+        dims = step("dimensions", outputs.DimensionsOut, modules_json=json.dumps(modules, ensure_ascii=False, indent=1))
+        refs = step("references", outputs.ReferencesOut, scenario_json=_dump(dims))
+        check = step("consistency", outputs.ConsistencyOut, solution_json=_dump(refs.solution_reference),
+                     instruction_json=_dump(refs.instruction_reference))
+        notes = f"Initial state: {check.shared_initial_state}\nOutcome: {check.shared_outcome}"
+        if check.issues:
+            notes += "\nIssues:\n" + "\n".join(f"- {i}" for i in check.issues)
+        Scenario.objects.filter(pk=scenario.pk).update(
+            title=dims.title[:300], modules={k: v for k, v in modules.items() if k not in ("dimensions", "references", "consistency")},
+            goal=dims.goal, context=dims.context, capability=dims.capability, state=dims.state, io_tools=dims.io_tools,
+            integrated=dims.integrated_scenario, solution_reference=refs.solution_reference.model_dump(),
+            instruction_reference=refs.instruction_reference.model_dump(),
+            consistency=Consistency.CONSISTENT if check.consistent else Consistency.INCONSISTENT,
+            consistency_notes=notes, prompt_versions=versions,
+        )
+
+    return _process(Scenario, scenario_id, work)
+
+
+# --- orchestration ------------------------------------------------------------------------------
+
+STAGE_ITEMS = {Stage.HYPOTHESES: RunSkill, Stage.JUDGE: CandidatePair, Stage.RECONSTRUCTION: Scenario}
+
+
+def _requeue_stale(run: SynthesisRun, model):
+    """Items whose worker vanished (or whose message was lost) go back to pending."""
+    cutoff = timezone.now() - timedelta(minutes=run.limit("stale_after_minutes", 30))
+    model.objects.filter(run=run, status__in=[WorkStatus.QUEUED, WorkStatus.RUNNING], claimed_at__lt=cutoff).update(
+        status=WorkStatus.PENDING
+    )
+
+
+def _mark_queued(run: SynthesisRun, model, limit: int = 2000) -> list[int]:
+    ids = list(model.objects.filter(run=run, status=WorkStatus.PENDING).order_by("id").values_list("id", flat=True)[:limit])
+    if ids:
+        model.objects.filter(pk__in=ids, status=WorkStatus.PENDING).update(status=WorkStatus.QUEUED, claimed_at=timezone.now())
+    return ids
+
+
+def _next_stage(run: SynthesisRun, current: str):
+    following = STAGE_ORDER[STAGE_ORDER.index(current) + 1]
+    SynthesisRun.objects.filter(pk=run.pk, stage=current).update(stage=following)
+    run.refresh_from_db()
+
+
+def advance_run(run_id: int, *, dispatch: Callable[[str, int], None]) -> SynthesisRun:
+    """Look at the run's records and hand out the next work. `dispatch(kind, id)` queues one job
+    (Celery in production, a direct call when running inline). Safe to call any number of times."""
+    run = SynthesisRun.objects.get(pk=run_id)
+    if run.is_finished:
+        return run
+    if run.status == RunStatus.QUEUED:
+        SynthesisRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(status=RunStatus.RUNNING, started_at=timezone.now())
+        run.refresh_from_db()
+    for _ in range(len(STAGE_ORDER)):
+        if _over_budget(run):
+            for model in (RunSkill, CandidatePair, Scenario):
+                model.objects.filter(run=run, status__in=[WorkStatus.PENDING, WorkStatus.QUEUED]).update(status=WorkStatus.SKIPPED)
+            SynthesisRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+                status=RunStatus.SUCCEEDED, finished_at=timezone.now(),
+                message=f"Stopped: the token budget of {run.limit('max_tokens'):,} was reached.")
+            return SynthesisRun.objects.get(pk=run.pk)
+        stage = run.stage
+        if stage == Stage.DONE:
+            failed = sum(m.objects.filter(run=run, status=WorkStatus.FAILED).count() for m in STAGE_ITEMS.values())
+            SynthesisRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+                status=RunStatus.SUCCEEDED, finished_at=timezone.now(),
+                message=f"Finished with {failed} failed item{'s' if failed != 1 else ''}." if failed else "Finished.")
+            return SynthesisRun.objects.get(pk=run.pk)
+        if stage == Stage.RETRIEVAL:
+            stale = timezone.now() - timedelta(minutes=run.limit("stale_after_minutes", 30))
+            SynthesisRun.objects.filter(pk=run.pk, stage=Stage.RETRIEVAL, retrieval_claimed_at__lt=stale).update(
+                retrieval_claimed_at=None)  # its worker died: let another take it
+            dispatch("retrieve", run.pk)
+            run.refresh_from_db()
+            if run.stage == Stage.RETRIEVAL:  # the retrieval job runs elsewhere; it advances the run itself
+                return run
+            continue
+        model = STAGE_ITEMS[stage]
+        if stage == Stage.RECONSTRUCTION:
+            have = set(Scenario.objects.filter(run=run).values_list("pair_id", flat=True))
+            Scenario.objects.bulk_create([
+                Scenario(run=run, pair_id=pid)
+                for pid in CandidatePair.objects.filter(run=run, verdict=PairVerdict.ACCEPTED).values_list("id", flat=True)
+                if pid not in have
+            ])
+        _requeue_stale(run, model)
+        for item_id in _mark_queued(run, model):
+            dispatch(stage, item_id)
+        run.refresh_from_db()
+        if run.is_finished:
+            return run
+        if model.objects.filter(run=run, status__in=OPEN_WORK).exists():
+            return run
+        _next_stage(run, stage)
+    return run
+
+
+def execute_run_inline(run_id: int) -> SynthesisRun:
+    """Run every stage in this process (the CLI's --wait, tests and the demo without workers)."""
+    handlers = {Stage.HYPOTHESES: extract_hypotheses, Stage.JUDGE: judge_pair,
+                Stage.RECONSTRUCTION: reconstruct_scenario, "retrieve": retrieve}
+
+    def dispatch(kind: str, item_id: int):
+        try:
+            handlers[kind](item_id)
+        except TransientLLMError as exc:
+            log.warning("transient LLM error on %s %s: %s", kind, item_id, exc)
+
+    for _ in range(10_000):
+        run = advance_run(run_id, dispatch=dispatch)
+        if run.is_finished:
+            return run
+        stuck = all(
+            not m.objects.filter(run=run, status__in=[WorkStatus.PENDING]).exists() for m in STAGE_ITEMS.values()
+        ) and run.stage not in (Stage.RETRIEVAL, Stage.DONE) and STAGE_ITEMS[run.stage].objects.filter(
+            run=run, status__in=[WorkStatus.QUEUED, WorkStatus.RUNNING]).exists()
+        if stuck:
+            # transient failures left items queued: try them once more, then give up on them
+            model = STAGE_ITEMS[run.stage]
+            for item_id in model.objects.filter(run=run, status=WorkStatus.QUEUED).values_list("id", flat=True):
+                dispatch(run.stage, item_id)
+            model.objects.filter(run=run, status=WorkStatus.QUEUED).update(
+                status=WorkStatus.FAILED, error="gave up after a transient error", finished_at=timezone.now())
+    return SynthesisRun.objects.get(pk=run_id)
+
+
+# --- progress -----------------------------------------------------------------------------------
+
+
+def _counts(model, run) -> dict:
+    rows = dict(model.objects.filter(run=run).values_list("status").annotate(n=Count("id")))
+    total = sum(rows.values())
+    return {
+        "total": total, "done": rows.get(WorkStatus.DONE, 0), "failed": rows.get(WorkStatus.FAILED, 0),
+        "skipped": rows.get(WorkStatus.SKIPPED, 0),
+        "open": sum(rows.get(s, 0) for s in OPEN_WORK),
+    }
+
+
+def run_progress(run: SynthesisRun) -> dict:
+    stages = []
+    for stage, model in ((Stage.HYPOTHESES, RunSkill), (Stage.RETRIEVAL, None), (Stage.JUDGE, CandidatePair),
+                         (Stage.RECONSTRUCTION, Scenario)):
+        if model is None:
+            pairs = CandidatePair.objects.filter(run=run).count()
+            reached = STAGE_ORDER.index(run.stage) > STAGE_ORDER.index(Stage.RETRIEVAL)
+            stages.append({"stage": stage.value, "label": stage.label, "total": pairs, "done": pairs if reached else 0,
+                           "failed": 0, "skipped": 0, "open": 0 if reached else 1,
+                           "hypotheses": ScenarioHypothesis.objects.filter(run=run).count()})
+            continue
+        stages.append({"stage": stage.value, "label": stage.label, **_counts(model, run)})
+    by_stage = {}
+    for row in LLMCall.objects.filter(run=run).values("stage").annotate(
+            calls=Count("id"), tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost_usd=Sum("cost_usd")):
+        by_stage[row["stage"]] = {"calls": row["calls"], "tokens_in": row["tokens_in"] or 0,
+                                  "tokens_out": row["tokens_out"] or 0, "cost_usd": round(row["cost_usd"] or 0.0, 6)}
+    errors = []
+    for model, prefix in ((RunSkill, "skill"), (CandidatePair, "pair"), (Scenario, "scenario")):
+        for item in model.objects.filter(run=run, status=WorkStatus.FAILED).order_by("-finished_at")[:20]:
+            subject_id = item.skill_id if model is RunSkill else item.id
+            errors.append({"subject": f"{prefix}:{subject_id}", "stage": model.__name__, "error": item.error})
+    return {
+        "stages": stages,
+        "tokens_in": sum(v["tokens_in"] for v in by_stage.values()),
+        "tokens_out": sum(v["tokens_out"] for v in by_stage.values()),
+        "cost_usd": round(sum(v["cost_usd"] for v in by_stage.values()), 6),
+        "calls": sum(v["calls"] for v in by_stage.values()),
+        "calls_by_stage": by_stage,
+        "errors": errors[:50],
+        "accepted_pairs": CandidatePair.objects.filter(run=run, verdict=PairVerdict.ACCEPTED).count(),
+        "consistent_scenarios": Scenario.objects.filter(run=run, consistency=Consistency.CONSISTENT).count(),
+    }
+
+
+# --- interoperability: the reference implementation's skill-pair JSONL -------------------------
+
+
+@dataclass
+class ImportResult:
+    created: int = 0
+    skipped: int = 0
+    errors: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _skill_for_reference(ref: str, summary: str) -> Skill:
+    """Find a skill by key, owner/slug or name; unknown skills enter the corpus as imported records."""
+    ref = str(ref)
+    found = (Skill.objects.current().filter(key=ref).first()
+             or Skill.objects.current().filter(key=f"clawhub:{ref}").first()
+             or Skill.objects.current().filter(slug=ref).order_by("id").first()
+             or Skill.objects.current().filter(name=ref).order_by("id").first())
+    if found:
+        return found
+    import hashlib
+
+    return Skill.objects.create(
+        key=f"imported-pairs:{ref}"[:400], source="imported-pairs", source_kind="imported", name=ref[:200], slug=ref[:200],
+        description=summary or "", content_hash=hashlib.sha256(f"{ref}\n{summary}".encode()).hexdigest(),
+        status=SkillStatus.ACCEPTED, search_document=f"{ref}\n{summary}",
+    )
+
+
+def import_pairs_jsonl(*, run: SynthesisRun, stream: Iterable) -> ImportResult:
+    """Pairs made elsewhere enter the run at stage 3 (the judge). One bad line never stops the rest."""
+    result = ImportResult()
+    for number, raw in enumerate(stream, start=1):
+        line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            result.errors.append((number, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"))
+            continue
+        if not isinstance(data, dict):
+            result.errors.append((number, f"line {number}: expected a JSON object"))
+            continue
+        skill_ids = data.get("skill_ids")
+        if not isinstance(skill_ids, list) or not 2 <= len(skill_ids) <= 3:
+            result.errors.append((number, f"line {number}: skill_ids must list two or three skills"))
+            continue
+        summaries = data.get("skill_summaries") or []
+        texts = data.get("scenario_texts") or []
+        if not isinstance(summaries, list) or not isinstance(texts, list):
+            result.errors.append((number, f"line {number}: skill_summaries and scenario_texts must be lists"))
+            continue
+        status = ((data.get("quality") or {}).get("overall_status") or "").upper()
+        if status and status != "ACCEPTED":
+            result.skipped += 1
+            continue
+        with transaction.atomic():
+            skills = [_skill_for_reference(ref, summaries[i] if i < len(summaries) else "") for i, ref in enumerate(skill_ids)]
+            if len({s.id for s in skills}) != len(skills):
+                result.errors.append((number, f"line {number}: skill_ids name the same skill twice"))
+                continue
+            skill_set = ",".join(str(i) for i in sorted(s.id for s in skills))
+            if CandidatePair.objects.filter(run=run, skill_set=skill_set).exists():
+                result.skipped += 1
+                continue
+            pair = CandidatePair.objects.create(
+                run=run, skill_set=skill_set, scenario_text="\n".join(str(t) for t in texts),
+                source=PairSource.IMPORTED, external_id=str(data.get("pair_id") or "")[:200],
+                skill_summaries=[str(s) for s in summaries],
+            )
+            PairSkill.objects.bulk_create([PairSkill(pair=pair, skill=s, position=i) for i, s in enumerate(skills)])
+            result.created += 1
+    if result.created and run.stage == Stage.HYPOTHESES and not RunSkill.objects.filter(run=run).exists():
+        SynthesisRun.objects.filter(pk=run.pk).update(stage=Stage.JUDGE)
+    return result
+
+
+def export_pairs_jsonl(*, run: SynthesisRun | None = None, verdict: str | None = PairVerdict.ACCEPTED) -> Iterator[str]:
+    qs = CandidatePair.objects.all().order_by("id").prefetch_related("pair_skills__skill")
+    if run is not None:
+        qs = qs.filter(run=run)
+    if verdict:
+        qs = qs.filter(verdict=verdict)
+    for pair in qs.iterator(chunk_size=500):
+        skills = [ps.skill for ps in pair.pair_skills.all()]
+        yield json.dumps({
+            "pair_id": pair.external_id or f"facet-run{pair.run_id}-pair{pair.id}",
+            "skill_ids": [s.key for s in skills],
+            "skill_summaries": [f"{s.name}: {s.description}" for s in skills],
+            "scenario_texts": [t for t in pair.scenario_text.splitlines() if t.strip()] or [pair.scenario_text],
+            "quality": {"overall_status": "ACCEPTED" if pair.verdict == PairVerdict.ACCEPTED else
+                        ("REJECTED" if pair.verdict == PairVerdict.REJECTED else "PENDING")},
+        }, ensure_ascii=False)

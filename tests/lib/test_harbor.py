@@ -1,0 +1,784 @@
+"""Harbor task format: write/read round trips, hashing, TB1 conversion, errors, lint, results import."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from facet_site.lib import harbor
+from facet_site.lib.harbor import (
+    JobFormatError,
+    ReportParseError,
+    TaskBundle,
+    TaskConfig,
+    TaskFormatError,
+    TestCase,
+    canonical_task_toml,
+    content_hash,
+    lint_task,
+    parse_reward,
+    parse_rewards,
+    parse_test_results,
+    read_dataset,
+    read_job_dir,
+    read_task_dir,
+    write_task_dir,
+)
+
+GOOD_TEST_SH = b"""#!/bin/bash
+echo 0 > /logs/verifier/reward.txt
+pytest --junitxml=/logs/verifier/junit.xml /tests/test_state.py -rA
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; fi
+"""
+
+
+def good_bundle(name: str = "hello-file") -> TaskBundle:
+    cfg = TaskConfig(author_name="facet", author_email="facet@example.com", difficulty="easy",
+                     category="programming", tags=["trivial"], scenario_id="sc-1", version_hash="abc123",
+                     skills=["shell", "files"])
+    cfg.extra = {"metadata": {"expert_time_estimate_min": 1.0}}
+    files = {
+        "environment/Dockerfile": b"FROM python:3.12-slim\nRUN pip install --no-cache-dir pytest==8.4.1\nWORKDIR /app\n",
+        "solution/solve.sh": b"#!/bin/bash\necho 'Hello, world!' > /app/hello.txt\n",
+        "tests/test.sh": GOOD_TEST_SH,
+        "tests/test_state.py": (b"from pathlib import Path\n\n\ndef test_hello():\n"
+                                b"    assert Path('/app/hello.txt').read_text().strip() == 'Hello, world!'\n"),
+        "environment/data/seed.bin": bytes(range(256)),
+    }
+    return TaskBundle(name=name, instruction='Create the file /app/hello.txt containing "Hello, world!".\n',
+                      config=cfg, files=files)
+
+
+def tree(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else b"", stat.S_IMODE(p.stat().st_mode))
+            for p in sorted(root.rglob("*"))}
+
+
+def make_task(root: Path, toml: str, *, instruction: str = "Do it.\n", files: dict[str, bytes] | None = None) -> Path:
+    root.mkdir(parents=True)
+    (root / "task.toml").write_text(toml)
+    if instruction is not None:
+        (root / "instruction.md").write_text(instruction)
+    (root / "environment").mkdir()
+    for rel, data in (files if files is not None else {
+        "environment/Dockerfile": b"FROM ubuntu:24.04\nWORKDIR /app\n",
+        "solution/solve.sh": b"#!/bin/bash\ntrue\n",
+        "tests/test.sh": GOOD_TEST_SH,
+    }).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return root
+
+
+TB20_TOML = """version = "1.0"
+
+[metadata]
+author_name = "jvpoulos"
+author_email = "poulos@berkeley.edu"
+difficulty = "medium"
+category = "scientific-computing"
+tags = ["applied-statistics", "simulation"]
+expert_time_estimate_min = 180.0
+
+[verifier]
+timeout_sec = 900.0
+
+[agent]
+timeout_sec = 900.0
+
+[environment]
+build_timeout_sec = 600.0
+docker_image = "alexgshaw/adaptive-rejection-sampler:20251031"
+cpus = 1
+memory = "2G"
+storage = "10G"
+"""
+
+SCHEMA11_TOML = """schema_version = "1.1"
+artifacts = []
+
+[task]
+name = "terminal-bench/fix-git"
+description = "Recover lost commits."
+keywords = ["coding", "version-control"]
+[[task.authors]]
+name = "TheMikeMerrill"
+email = "mchlmerrill@gmail.com"
+
+[metadata]
+author_name = "TheMikeMerrill"
+difficulty = "easy"
+category = "software-engineering"
+tags = ["coding", "version-control"]
+junior_time_estimate_min = 20.0
+
+[verifier]
+timeout_sec = 900.0
+
+[agent]
+timeout_sec = 900.0
+
+[environment]
+build_timeout_sec = 600.0
+docker_image = "alexgshaw/fix-git:20260403"
+cpus = 1
+memory_mb = 2048
+storage_mb = 10240
+gpus = 0
+allow_internet = true
+mcp_servers = []
+
+[verifier.env]
+
+[environment.env]
+
+[solution.env]
+"""
+
+
+# ---- write / read / hash -------------------------------------------------------------------------
+
+
+def test_round_trip_identical_bundle_and_hash(tmp_path):
+    bundle = good_bundle()
+    dest = write_task_dir(bundle, tmp_path / bundle.name)
+    back = read_task_dir(dest)
+    assert back == bundle
+    assert content_hash(back) == content_hash(bundle)
+    assert back.source_format == "harbor-1.0"
+    assert (dest / "task.toml").read_text() == canonical_task_toml(bundle)
+    assert 'version = "1.0"' in (dest / "task.toml").read_text() and 'memory = "2G"' in (dest / "task.toml").read_text()
+
+
+def test_writes_are_byte_identical_with_exec_bits(tmp_path):
+    bundle = good_bundle()
+    a = tree(write_task_dir(bundle, tmp_path / "a" / bundle.name))
+    b = tree(write_task_dir(bundle, tmp_path / "b" / bundle.name))
+    assert a == b
+    assert a["tests/test.sh"][1] == 0o755 and a["solution/solve.sh"][1] == 0o755
+    assert a["tests/test_state.py"][1] == 0o644 and a["environment"][1] == 0o755
+    assert {"instruction.md", "task.toml", "environment/Dockerfile"} <= set(a)
+
+
+def test_write_refuses_existing_and_overwrites_on_request(tmp_path):
+    bundle = good_bundle()
+    dest = write_task_dir(bundle, tmp_path / bundle.name)
+    with pytest.raises(FileExistsError):
+        write_task_dir(bundle, dest)
+    bundle.files["tests/extra.txt"] = b"x"
+    write_task_dir(bundle, dest, overwrite=True)
+    assert read_task_dir(dest) == bundle
+    assert [p.name for p in tmp_path.iterdir()] == [bundle.name]  # no temp or backup dirs left
+
+
+def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
+    calls = []
+    real_chmod = os.chmod
+
+    def failing_chmod(path, mode):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError("disk full")
+        real_chmod(path, mode)
+
+    monkeypatch.setattr(harbor.os, "chmod", failing_chmod)
+    with pytest.raises(OSError, match="disk full"):
+        write_task_dir(good_bundle(), tmp_path / "t")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("bad_path", ["/etc/passwd", "../escape.sh", "tests/../../x", "tests\\x", "task.toml", ""])
+def test_write_rejects_bad_paths_before_touching_disk(tmp_path, bad_path):
+    bundle = good_bundle()
+    bundle.files[bad_path] = b"x"
+    with pytest.raises(TaskFormatError) as err:
+        write_task_dir(bundle, tmp_path / "t")
+    assert err.value.file == bad_path or bad_path == ""
+    assert not (tmp_path / "t").exists() and list(tmp_path.iterdir()) == []
+
+
+def test_write_requires_test_sh(tmp_path):
+    bundle = good_bundle()
+    del bundle.files["tests/test.sh"]
+    with pytest.raises(TaskFormatError, match="tests/test.sh"):
+        write_task_dir(bundle, tmp_path / "t")
+
+
+def test_content_hash_golden_and_order_independent():
+    bundle = good_bundle()
+    # Golden value: a change here means every stored task version would change identity.
+    assert content_hash(bundle) == "sha256:" + GOLDEN_HASH
+    # ... and it is exactly the documented definition.
+    entries = dict(bundle.files, **{"instruction.md": bundle.instruction.encode(),
+                                    "task.toml": canonical_task_toml(bundle).encode()})
+    manifest = "facet-task-sha256-v1\n" + "".join(
+        f"{hashlib.sha256(entries[p]).hexdigest()}  {p}\n" for p in sorted(entries, key=str.encode))
+    assert hashlib.sha256(manifest.encode()).hexdigest() == GOLDEN_HASH
+    shuffled = good_bundle()
+    shuffled.files = dict(reversed(list(shuffled.files.items())))
+    shuffled.config.extra = {"metadata": {"expert_time_estimate_min": 1.0}}
+    shuffled.config.extra["verifier"] = {"env": {"B": "2", "A": "1"}}
+    bundle.config.extra["verifier"] = {"env": {"A": "1", "B": "2"}}
+    assert content_hash(shuffled) == content_hash(bundle)
+    shuffled.files["tests/test_state.py"] += b"\n"
+    assert content_hash(shuffled) != content_hash(bundle)
+    renamed = good_bundle("other-name")
+    assert content_hash(renamed) == "sha256:" + GOLDEN_HASH  # identity is content, not the dir name
+
+
+def test_content_hash_is_nfc_normalised():
+    a, b = good_bundle(), good_bundle()
+    a.files["tests/caf\u00e9.txt"] = b"x"
+    b.files["tests/cafe\u0301.txt"] = b"x"
+    assert content_hash(a) == content_hash(b)
+
+
+GOLDEN_HASH = "d7c688db0438e45de31b4a627795c5409fc885d37c47741e566f517412d4f947"
+
+
+def test_reads_version_1_0_toml(tmp_path):
+    bundle = read_task_dir(make_task(tmp_path / "ars", TB20_TOML))
+    cfg = bundle.config
+    assert bundle.name == "ars" and cfg.schema_version == "1.0"
+    assert (cfg.memory_mb, cfg.storage_mb, cfg.cpus) == (2048, 10240, 1)
+    assert cfg.verifier_timeout_sec == 900.0 and cfg.docker_image.endswith(":20251031")
+    assert cfg.tags == ["applied-statistics", "simulation"]
+    assert cfg.extra == {"metadata": {"expert_time_estimate_min": 180.0}}
+    again = read_task_dir(write_task_dir(bundle, tmp_path / "out" / "ars"))
+    assert again == bundle
+
+
+def test_reads_schema_1_x_toml_and_keeps_unmodelled_keys(tmp_path):
+    bundle = read_task_dir(make_task(tmp_path / "fix-git", SCHEMA11_TOML))
+    cfg = bundle.config
+    assert bundle.name == "terminal-bench/fix-git" and bundle.source_format == "harbor-1.1"
+    assert cfg.memory_mb == 2048 and cfg.agent_timeout_sec == 900.0 and cfg.build_timeout_sec == 600.0
+    assert cfg.extra["environment"] == {"allow_internet": True, "env": {}, "gpus": 0, "mcp_servers": []}
+    assert cfg.extra["task"]["authors"] == [{"email": "mchlmerrill@gmail.com", "name": "TheMikeMerrill"}]
+    assert cfg.extra["solution"] == {"env": {}} and cfg.extra["artifacts"] == []
+    text = canonical_task_toml(bundle)
+    assert text.startswith('schema_version = "1.1"') and "memory_mb = 2048" in text and "memory =" not in text
+    dest = write_task_dir(bundle, tmp_path / "out" / "fix-git")
+    assert read_task_dir(dest) == bundle
+
+
+def test_legacy_sizes_convert_and_hash_the_same(tmp_path):
+    a = read_task_dir(make_task(tmp_path / "a", TB20_TOML))
+    b = read_task_dir(make_task(tmp_path / "b", TB20_TOML.replace('memory = "2G"', 'memory = "2048M"')))
+    assert a.config == b.config and a.files == b.files and content_hash(a) == content_hash(b)
+
+
+# ---- errors ----------------------------------------------------------------------------------------
+
+
+TOML_ERRORS = [
+    ('version = "1.0"\n[verifier]\ntimeout_sec = = 3\n', "task.toml", None, "line 3: invalid TOML"),
+    ('version = "1.0"\n\n[verifier]\ntimeout_sec = "abc"\n', "task.toml", "verifier.timeout_sec",
+     'line 4: [verifier] timeout_sec must be a number'),
+    ('version = "1.0"\n[agent]\ntimeout_sec = true\n', "task.toml", "agent.timeout_sec", "[agent] timeout_sec must be"),
+    ('version = "1.0"\n[environment]\nmemory = "2X"\n', "task.toml", "environment.memory", "[environment] memory must be"),
+    ('version = "1.0"\n[environment]\nmemory = "2G"\nmemory_mb = 1024\n', "task.toml", "environment.memory",
+     "disagrees with memory_mb"),
+    ('version = "1.0"\n[environment]\ncpus = 0\n', "task.toml", "environment.cpus", "[environment] cpus must be at least 1"),
+    ('schema_version = "2.0"\n', "task.toml", "schema_version", "not a supported task.toml schema"),
+    ('version = "1.0"\nschema_version = "1.1"\n', "task.toml", "schema_version", "disagrees with version"),
+    ('schema_version = "1.1"\n[task]\nname = "no-org"\n', "task.toml", "task.name", '[task] name must look like "org/name"'),
+    ('version = "1.0"\nmetadata = 3\n', "task.toml", "metadata", "metadata must be a table"),
+]
+
+
+@pytest.mark.parametrize("toml,file,field,fragment", TOML_ERRORS)
+def test_task_toml_errors_name_file_and_field(tmp_path, toml, file, field, fragment):
+    with pytest.raises(TaskFormatError) as err:
+        read_task_dir(make_task(tmp_path / "t", toml))
+    assert err.value.file == file and err.value.field == field
+    assert f"{file}: " in str(err.value) and fragment in str(err.value)
+
+
+def test_missing_files_are_named(tmp_path):
+    files = {"environment/Dockerfile": b"FROM ubuntu:24.04\n"}
+    with pytest.raises(TaskFormatError, match="missing tests/test.sh") as err:
+        read_task_dir(make_task(tmp_path / "a", TB20_TOML, files=files))
+    assert err.value.file == "tests/test.sh"
+    root = make_task(tmp_path / "b", TB20_TOML, instruction=None)
+    with pytest.raises(TaskFormatError, match="instruction.md: missing instruction.md"):
+        read_task_dir(root)
+    root = make_task(tmp_path / "c", TB20_TOML)
+    shutil.rmtree(root / "environment")
+    with pytest.raises(TaskFormatError, match="missing environment/ directory"):
+        read_task_dir(root)
+    (tmp_path / "d").mkdir()
+    with pytest.raises(TaskFormatError, match="task.toml: missing task.toml"):
+        read_task_dir(tmp_path / "d")
+    root = make_task(tmp_path / "e", TB20_TOML)
+    (root / "instruction.md").write_bytes(b"\xff\xfe bad")
+    with pytest.raises(TaskFormatError, match="instruction.md: not valid UTF-8"):
+        read_task_dir(root)
+
+
+def test_rejects_escaping_and_absolute_symlinks(tmp_path):
+    (tmp_path / "secret.txt").write_text("s3cret")
+    root = make_task(tmp_path / "t", TB20_TOML)
+    (root / "tests" / "leak.txt").symlink_to("../../secret.txt")
+    with pytest.raises(TaskFormatError, match="symlink points outside the task directory") as err:
+        read_task_dir(root)
+    assert err.value.file == "tests/leak.txt"
+    (root / "tests" / "leak.txt").unlink()
+    (root / "tests" / "abs.txt").symlink_to(tmp_path / "t" / "tests" / "test.sh")
+    with pytest.raises(TaskFormatError, match="tests/abs.txt: symlink has an absolute target"):
+        read_task_dir(root)
+    (root / "tests" / "abs.txt").unlink()
+    (root / "tests" / "inside.sh").symlink_to("test.sh")  # relative and inside: read as a copy
+    assert read_task_dir(root).files["tests/inside.sh"] == GOOD_TEST_SH
+
+
+def test_rejects_oversized_and_special_files(tmp_path):
+    root = make_task(tmp_path / "t", TB20_TOML)
+    (root / "environment" / "big.bin").write_bytes(b"x" * 2000)
+    with pytest.raises(TaskFormatError, match="environment/big.bin: file is 2000 bytes, over the 1000-byte limit"):
+        read_task_dir(root, max_file_bytes=1000)
+    with pytest.raises(TaskFormatError, match="total limit"):
+        read_task_dir(root, max_total_bytes=1500)
+    (root / "environment" / "big.bin").unlink()
+    os.mkfifo(root / "tests" / "pipe")
+    with pytest.raises(TaskFormatError, match="tests/pipe: special file"):
+        read_task_dir(root)
+
+
+# ---- Terminal-Bench 1.x ----------------------------------------------------------------------------
+
+TB1_YAML = """instruction: |
+  Write the word hello to /app/out.txt.
+author_name: alice
+author_email: alice@example.com
+difficulty: easy
+category: file-operations
+tags: [files]
+parser_name: pytest
+max_agent_timeout_sec: 180
+max_test_timeout_sec: 30
+run_tests_in_same_shell: false
+"""
+
+TB1_COMPOSE = """services:
+  client:
+    build:
+      dockerfile: Dockerfile
+    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}
+    container_name: ${T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME}
+    command: [ "sh", "-c", "sleep infinity" ]
+    environment:
+      - TEST_DIR=${T_BENCH_TEST_DIR}
+      - GREETING=hi there
+    working_dir: /app
+    volumes:
+      - ${T_BENCH_TASK_LOGS_PATH}:${T_BENCH_CONTAINER_LOGS_PATH}
+"""
+
+TB1_RUN_TESTS = b"""#!/bin/bash
+if [ "$EARLY" = 1 ]; then exit 3; fi
+source $TEST_DIR/helper.sh
+test -f "${TEST_DIR}/test_outputs.py"
+"""
+
+
+def make_tb1(root: Path, *, compose: str | None = TB1_COMPOSE, extra: dict[str, bytes] | None = None) -> Path:
+    files = {"task.yaml": TB1_YAML.encode(), "Dockerfile": b"FROM ubuntu:24.04\n", "solution.sh": b"echo hello > /app/out.txt\n",
+             "run-tests.sh": TB1_RUN_TESTS, "tests/test_outputs.py": b"def test_x():\n    pass\n",
+             "tests/helper.sh": b"true\n", "setup.sh": b"#!/bin/sh\n"}
+    if compose is not None:
+        files["docker-compose.yaml"] = compose.encode()
+    files.update(extra or {})
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return root
+
+
+def test_tb1_task_converts(tmp_path):
+    bundle = read_task_dir(make_tb1(tmp_path / "hello-tb1"))
+    assert bundle.source_format == "terminal-bench-1" and bundle.name == "hello-tb1"
+    assert bundle.instruction == "Write the word hello to /app/out.txt.\n"
+    cfg = bundle.config
+    assert (cfg.author_name, cfg.difficulty, cfg.category, cfg.tags) == ("alice", "easy", "file-operations", ["files"])
+    assert cfg.agent_timeout_sec == 180.0 and cfg.verifier_timeout_sec == 30.0 and cfg.memory_mb == 2048
+    assert sorted(bundle.files) == ["environment/Dockerfile", "environment/setup.sh", "solution/solve.sh",
+                                    "tests/helper.sh", "tests/test.sh", "tests/test_outputs.py"]
+    assert bundle.files["solution/solve.sh"].startswith(b"#!/bin/bash\n")
+    test_sh = bundle.files["tests/test.sh"].decode()
+    assert "$TEST_DIR" not in test_sh.split("trap __facet_write_reward EXIT", 1)[1] and "source /tests/helper.sh" in test_sh
+    assert "trap __facet_write_reward EXIT" in test_sh
+    dockerfile = bundle.files["environment/Dockerfile"].decode()
+    assert 'ENV GREETING="hi there"' in dockerfile and "WORKDIR /app" in dockerfile and "TEST_DIR" not in dockerfile
+    assert any("dropped" in n for n in bundle.notes)
+    # The converted task is a valid Harbor task: it survives a write/read round trip.
+    assert read_task_dir(write_task_dir(bundle, tmp_path / "out" / "hello-tb1")) == bundle
+
+
+@pytest.mark.parametrize("early,expected", [("0", "1"), ("1", "0")])
+def test_tb1_converted_test_sh_writes_reward_on_every_path(tmp_path, early, expected):
+    bundle = read_task_dir(make_tb1(tmp_path / "t"))
+    logs = tmp_path / "logs"
+    tests = tmp_path / "tests_dir"
+    tests.mkdir()
+    (tests / "helper.sh").write_text("true\n")
+    (tests / "test_outputs.py").write_text("")
+    script = bundle.files["tests/test.sh"].decode().replace("/logs/verifier", str(logs)).replace("/tests", str(tests))
+    (tmp_path / "test.sh").write_text(script)
+    proc = subprocess.run(["bash", str(tmp_path / "test.sh")], env={"EARLY": early, "PATH": os.environ["PATH"]},
+                          capture_output=True, timeout=20)
+    assert (logs / "reward.txt").read_text().strip() == expected
+    assert proc.returncode == (3 if early == "1" else 0)
+
+
+def test_tb1_compose_with_sidecar_is_kept_as_harbor_compose(tmp_path):
+    compose = TB1_COMPOSE + "  db:\n    image: postgres:16\n"
+    bundle = read_task_dir(make_tb1(tmp_path / "t", compose=compose))
+    import yaml
+    data = yaml.safe_load(bundle.files["environment/docker-compose.yaml"])
+    assert set(data["services"]) == {"main", "db"}
+    assert "build" not in data["services"]["main"] and "container_name" not in data["services"]["main"]
+    assert data["services"]["main"]["environment"] == {"GREETING": "hi there"}
+
+
+def test_tb1_without_compose_uses_dockerfile(tmp_path):
+    bundle = read_task_dir(make_tb1(tmp_path / "t", compose=None))
+    assert bundle.files["environment/Dockerfile"] == b"FROM ubuntu:24.04\n"
+
+
+@pytest.mark.parametrize("change,file,field,fragment", [
+    ({"task.yaml": b"author_name: x\n"}, "task.yaml", "instruction", "instruction must be a non-empty string"),
+    ({"task.yaml": b"instruction: [unclosed\n"}, "task.yaml", None, "invalid YAML"),
+    ({"task.yaml": TB1_YAML.replace("max_test_timeout_sec: 30", "max_test_timeout_sec: soon").encode()},
+     "task.yaml", "max_test_timeout_sec", "line 10: max_test_timeout_sec must be a positive number"),
+    ({"solution.sh": None, "solution.yaml": b"- echo hi\n"}, "solution.yaml", None, "command-list solutions"),
+    ({"run-tests.sh": None}, "run-tests.sh", None, "missing run-tests.sh"),
+    ({"docker-compose.yaml": b"services:\n  client:\n    build:\n      context: sub\n"}, "docker-compose.yaml",
+     "services.client.build.context", "not supported"),
+])
+def test_tb1_errors_name_file_and_field(tmp_path, change, file, field, fragment):
+    root = make_tb1(tmp_path / "t")
+    for rel, data in change.items():
+        if data is None:
+            (root / rel).unlink()
+        else:
+            (root / rel).write_bytes(data)
+    with pytest.raises(TaskFormatError) as err:
+        read_task_dir(root)
+    assert err.value.file == file and err.value.field == field and fragment in str(err.value)
+
+
+# ---- datasets --------------------------------------------------------------------------------------
+
+
+def test_read_dataset_skips_bad_tasks(tmp_path):
+    ds = tmp_path / "ds"
+    write_task_dir(good_bundle(), ds / "good")
+    make_task(ds / "bad", 'version = "1.0"\n[verifier]\ntimeout_sec = "x"\n')
+    make_tb1(ds / "old")
+    (ds / "notes").mkdir()
+    (ds / ".hidden").mkdir()
+    bundles, errors = read_dataset(ds)
+    assert [b.name for b in bundles] == ["good", "old"]
+    assert len(errors) == 1 and errors[0].task.endswith("bad") and errors[0].field == "verifier.timeout_sec"
+    assert str(errors[0]).startswith(str(ds / "bad") + ": task.toml: line 3:")
+
+
+def test_read_registry_json(tmp_path):
+    write_task_dir(good_bundle(), tmp_path / "tasks" / "good")
+    (tmp_path / "registry.json").write_text(json.dumps([{
+        "name": "mine", "version": "1.0", "metrics": [],
+        "tasks": [{"name": "hello", "path": "tasks/good"},
+                  {"name": "remote", "git_url": "https://example.com/x.git", "git_commit_id": "abc", "path": "x"},
+                  {"name": "escape", "path": "../elsewhere"},
+                  {"name": "abs", "path": "/etc"}]}]))
+    bundles, errors = read_dataset(tmp_path)
+    assert [b.name for b in bundles] == ["hello"]
+    messages = " | ".join(str(e) for e in errors)
+    assert "git tasks" in messages and "leaves the registry directory" in messages and "is absolute" in messages
+    assert all(e.file == "registry.json" for e in errors)
+    assert read_dataset(tmp_path / "registry.json", dataset="other@1.0") == ([], [])
+
+
+# ---- lint ------------------------------------------------------------------------------------------
+
+
+def test_lint_good_task_is_clean():
+    assert lint_task(good_bundle()) == []
+
+
+def test_lint_round_tripped_tb1_has_no_reward_findings(tmp_path):
+    rules = {f.rule for f in lint_task(read_task_dir(make_tb1(tmp_path / "t")))}
+    assert "reward-always-written" not in rules and "script-shebang" not in rules
+
+
+def bad_bundle() -> TaskBundle:
+    b = good_bundle()
+    b.config.cpus = None
+    b.config.difficulty = "impossible"
+    b.config.docker_image = "ubuntu"
+    b.config.extra.update({
+        "surprise": 1,
+        "artifacts": ["/app/out", "/app/out/sub", "/logs/agent"],
+        "environment": {"network_mode": "no-network"},
+    })
+    b.instruction = ("Run `python3 -m venv /opt/venv && /opt/venv/bin/pip install requests==2.32.3` then "
+                     "save the result in /srv/report.txt.\n")
+    b.files.update({
+        "environment/Dockerfile": b"FROM ubuntu\nCOPY tests/ /tests/\nRUN pip install numpy\n",
+        "environment/docker-compose.yaml": (b"services:\n  main:\n    privileged: true\n    cap_add: [SYS_ADMIN]\n"
+                                            b"    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n"),
+        "environment/copy_of_test.py": b"def test_hidden():\n    assert secret() == 42\n",
+        "tests/test_hidden.py": b"def test_hidden():\n    assert secret() == 42\n",
+        "tests/test.sh": (b"set -e\napt-get update && apt-get install -y curl\n"
+                          b"curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh\n"
+                          b"bash /solution/solve.sh\npytest $TEST_DIR/test_state.py\n"
+                          b"echo 1 > /logs/verifier/reward.txt\n"),
+        "solution/solve.sh": b"python3 -m venv /opt/venv && /opt/venv/bin/pip install requests==2.32.3\n",
+    })
+    return b
+
+
+EXPECTED_BAD_RULES = {
+    "invalid-task-config", "unknown-config-field", "schema-version-feature", "resources-unset",
+    "overlapping-artifacts", "artifact-log-overlap", "compose-privileged", "compose-additional-capabilities",
+    "compose-writable-bind-mount", "compose-external-bind-mount", "unpinned-image", "unpinned-python-dependency",
+    "verifier-runtime-install", "verifier-network-download", "agent-image-test-leak", "reward-always-written",
+    "tests-run-solution", "script-shebang", "test-dir-env", "instruction-leaks-solution", "instruction-path-unknown",
+}
+
+
+def test_lint_finds_every_rule_on_a_bad_task():
+    findings = lint_task(bad_bundle())
+    rules = {f.rule for f in findings}
+    assert EXPECTED_BAD_RULES <= rules, EXPECTED_BAD_RULES - rules
+    by_rule = {f.rule: f for f in findings}
+    assert by_rule["verifier-runtime-install"].path == "tests/test.sh" and by_rule["verifier-runtime-install"].line == 2
+    assert by_rule["agent-image-test-leak"].severity == "error"
+    assert any(f.rule == "agent-image-test-leak" and f.path == "environment/copy_of_test.py" for f in findings)
+    assert any(f.rule == "instruction-path-unknown" and "/srv/report.txt" in f.message for f in findings)
+    assert "set -e" in by_rule["reward-always-written"].message
+
+
+def test_lint_missing_files_and_optional_rules():
+    b = good_bundle()
+    del b.files["solution/solve.sh"], b.files["environment/Dockerfile"], b.files["tests/test.sh"]
+    b.instruction = "  \n"
+    rules = {(f.rule, f.path) for f in lint_task(b)}
+    assert {("missing-solution", "solution/solve.sh"), ("invalid-task-files", "tests/test.sh"),
+            ("invalid-task-files", "instruction.md"), ("invalid-task-files", "environment/")} <= rules
+    assert {f.rule for f in lint_task(good_bundle(), include_optional=True)} == {"root-agent", "shared-verifier"}
+
+
+@pytest.mark.parametrize("script,fragment", [
+    (b"#!/bin/bash\npytest /tests\n", "never writes"),
+    (b"#!/bin/bash\nif [ \"$PWD\" = / ]; then exit 1; fi\npytest /tests && echo 1 > /logs/verifier/reward.txt\n"
+     b"[ -f /logs/verifier/reward.txt ] || echo 0 > /logs/verifier/reward.txt\n", "exits before"),
+    (b"#!/bin/bash -e\npytest /tests\necho 1 > /logs/verifier/reward.txt\n", "set -e"),
+    (b"#!/bin/bash\nif pytest /tests; then\n  echo 1 > /logs/verifier/reward.txt\nfi\n", "only ever writes reward 1"),
+])
+def test_lint_reward_paths(script, fragment):
+    b = good_bundle()
+    b.files["tests/test.sh"] = script
+    found = [f for f in lint_task(b) if f.rule == "reward-always-written"]
+    assert len(found) == 1 and fragment in found[0].message
+
+
+def test_lint_accepts_trap_and_computed_reward():
+    b = good_bundle()
+    b.files["tests/test.sh"] = (b"#!/bin/bash\nset -e\nw() { echo $? > /tmp/s; [ $(cat /tmp/s) = 0 ] && echo 1 > "
+                                b"/logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt; }\n"
+                                b"trap w EXIT\npytest /tests/test_state.py\n")
+    assert lint_task(b) == []
+    b.files["tests/test.sh"] = (b"#!/bin/bash\npytest /tests/test_state.py\nr=$(( $? == 0 ))\n"
+                                b"echo $r > /logs/verifier/reward.txt\n")
+    assert lint_task(b) == []
+
+
+def test_lint_reports_bad_typed_config_instead_of_raising():
+    b = good_bundle()
+    b.config.verifier_timeout_sec = "soon"
+    assert [f.rule for f in lint_task(b)] == ["invalid-task-config"]
+
+
+# ---- verifier output -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("logs,expected", [
+    ({"reward.txt": b"1\n"}, 1.0),
+    ({"reward.txt": b" 0.25 "}, 0.25),
+    ({"verifier/reward.txt": b"0"}, 0.0),
+    ({"reward.json": b'{"reward": 0.5, "accuracy": 0.9}'}, 0.5),
+    ({"reward.json": b'{"reward": 0.5}', "reward.txt": b"1"}, 0.5),  # json first (current Harbor)
+    ({"reward.json": b'{"accuracy": 0.9}', "reward.txt": b"1"}, 1.0),  # txt merged in as "reward"
+    ({"reward.json": b'{"accuracy": 0.9}'}, 0.9),  # the only metric
+    ({"reward.json": b'{"a": 0.9, "b": 0.1}'}, None),
+    ({"reward.json": b'{"reward": true}'}, None),  # booleans are dropped
+    ({"reward.json": b"[1]", "reward.txt": b"0"}, 0.0),
+    ({"reward.txt": b""}, None),
+    ({"reward.txt": b"passed"}, None),
+    ({"reward.txt": b"nan"}, None),
+    ({}, None),
+])
+def test_parse_reward(logs, expected):
+    assert parse_reward(logs) == expected
+
+
+def test_parse_rewards_multi_metric():
+    assert parse_rewards({"reward.json": b'{"reward": 1, "runtime_sec": 1.5, "ok": true, "name": "x"}'}) == \
+        {"reward": 1.0, "runtime_sec": 1.5}
+
+
+JUNIT = b"""<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" tests="4">
+<testcase classname="tests.test_state" name="test_ok" time="0.01"/>
+<testcase classname="tests.test_state" name="test_bad"><failure message="assert 1 == 2">trace</failure></testcase>
+<testcase classname="tests.test_state" name="test_boom"><error message="fixture error"/></testcase>
+<testcase name="test_skip"><skipped message="no gpu"/></testcase>
+</testsuite></testsuites>"""
+
+CTRF = {"results": {"tool": {"name": "pytest"}, "summary": {"tests": 3},
+                    "tests": [{"name": "test_outputs.py::test_a", "status": "passed", "duration": 1},
+                              {"name": "test_outputs.py::test_b", "status": "failed", "message": "AssertionError"},
+                              {"name": "test_outputs.py::test_c", "status": "pending"}]}}
+
+
+def test_parse_junit_and_ctrf():
+    cases = parse_test_results({"junit.xml": JUNIT, "ctrf.json": json.dumps(CTRF).encode(),
+                                "reward.json": b'{"reward": 1}', "other.json": b"[]"})
+    assert cases == [
+        TestCase("test_outputs.py::test_a", "passed", ""),
+        TestCase("test_outputs.py::test_b", "failed", "AssertionError"),
+        TestCase("test_outputs.py::test_c", "skipped", ""),
+        TestCase("tests.test_state::test_ok", "passed", ""),
+        TestCase("tests.test_state::test_bad", "failed", "assert 1 == 2"),
+        TestCase("tests.test_state::test_boom", "error", "fixture error"),
+        TestCase("test_skip", "skipped", "no gpu"),
+    ]
+
+
+BOMB = b"""<?xml version="1.0"?>
+<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>
+<testsuite><testcase name="&lol3;"/></testsuite>"""
+
+XXE = b"""<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]><testsuite><testcase name="&x;"/></testsuite>"""
+
+
+@pytest.mark.parametrize("data,fragment", [
+    (b"<testsuite><testcase name='a'></testsuite>", "malformed XML"),
+    (b"", "malformed XML"),
+    (b"<html><body/></html>", "not a JUnit report"),
+    (BOMB, "DOCTYPE"),
+    (XXE, "DOCTYPE"),
+    (BOMB.decode().replace('<?xml version="1.0"?>', '<?xml version="1.0" encoding="utf-16"?>').encode("utf-16"), "DOCTYPE"),
+    (b"<testsuite><testcase name='&undefined;'/></testsuite>", "malformed XML"),
+])
+def test_junit_rejects_malformed_and_entity_expansion(data, fragment):
+    with pytest.raises(ReportParseError) as err:
+        parse_test_results({"verifier/junit.xml": data})
+    assert err.value.file == "verifier/junit.xml" and fragment in str(err.value)
+
+
+@pytest.mark.parametrize("data", [b"{not json", b'{"results": {"tests": "nope"}}', b'{"results": {"tests": [{"name": 1}]}}'])
+def test_ctrf_rejects_malformed(data):
+    with pytest.raises(ReportParseError, match="ctrf.json"):
+        parse_test_results({"ctrf.json": data})
+
+
+# ---- job import ------------------------------------------------------------------------------------
+
+
+def trial_result(**overrides) -> dict:
+    data = {
+        "id": "7d3c", "task_name": "hello-file", "trial_name": "hello-file__aB3dE9x", "trial_uri": "file:///x",
+        "task_id": {"path": "tasks/hello-file"}, "source": None, "task_checksum": "deadbeef",
+        "agent_info": {"name": "claude-code", "version": "1.0.3", "model_info": {"name": "claude-opus-4-1",
+                                                                               "provider": "anthropic"}},
+        "agent_result": {"n_input_tokens": 1200, "n_cache_tokens": 0, "n_output_tokens": 340, "cost_usd": 0.12},
+        "verifier_result": {"rewards": {"reward": 1.0}, "statistics": None},
+        "exception_info": None,
+        "started_at": "2026-06-17T12:00:00.000001Z", "finished_at": "2026-06-17T12:05:00+00:00",
+    }
+    data.update(overrides)
+    return data
+
+
+def make_trial(job: Path, name: str, result, *, verifier: dict[str, bytes] | None = None) -> None:
+    tdir = job / name
+    (tdir / "verifier").mkdir(parents=True)
+    if result is not None:
+        (tdir / "result.json").write_text(result if isinstance(result, str) else json.dumps(result))
+    for rel, data in (verifier or {}).items():
+        (tdir / "verifier" / rel).write_bytes(data)
+
+
+def test_read_job_dir(tmp_path):
+    job = tmp_path / "2026-06-17__12-00-00"
+    job.mkdir()
+    (job / "result.json").write_text('{"id": "job", "stats": {}}')
+    (job / "config.json").write_text("{}")
+    make_trial(job, "hello-file__aB3dE9x", trial_result(),
+               verifier={"test-stdout.txt": b"1 passed\n", "ctrf.json": json.dumps(CTRF).encode(), "reward.txt": b"1"})
+    make_trial(job, "hello-file__timeout", trial_result(
+        trial_name="hello-file__timeout", verifier_result=None, agent_result=None, finished_at=None,
+        exception_info={"exception_type": "AgentTimeoutError", "exception_message": "took too long",
+                        "exception_traceback": "", "occurred_at": "2026-06-17T12:04:00"}))
+    make_trial(job, "hello-file__truncated", '{"task_name": "hello-file", "trial_na')
+    make_trial(job, "hello-file__running", None)
+    make_trial(job, "hello-file__oddtypes", trial_result(
+        trial_name="hello-file__oddtypes", started_at="yesterday",
+        agent_result={"n_input_tokens": "many", "n_output_tokens": 5, "cost_usd": None}),
+        verifier={"junit.xml": BOMB})
+    make_trial(job, "hello-file__noname", {"trial_name": "x"})
+
+    results, errors = read_job_dir(job)
+    by_name = {r.trial_name: r for r in results}
+    assert sorted(by_name) == ["hello-file__aB3dE9x", "hello-file__oddtypes", "hello-file__timeout"]
+
+    ok = by_name["hello-file__aB3dE9x"]
+    assert (ok.task_name, ok.task_checksum, ok.agent_name, ok.agent_version) == \
+        ("hello-file", "deadbeef", "claude-code", "1.0.3")
+    assert ok.model == "anthropic/claude-opus-4-1" and ok.reward == 1.0 and ok.exception is None
+    assert (ok.tokens_in, ok.tokens_out, ok.cost) == (1200, 340, 0.12)
+    assert ok.started_at.year == 2026 and ok.finished_at.minute == 5
+    assert ok.verifier_stdout == "1 passed\n" and len(ok.test_results) == 3
+
+    timeout = by_name["hello-file__timeout"]
+    assert timeout.reward is None and timeout.effective_reward == 0.0 and timeout.exception == "AgentTimeoutError"
+    assert timeout.exception_message == "took too long" and timeout.tokens_in is None and timeout.finished_at is None
+
+    odd = by_name["hello-file__oddtypes"]
+    assert odd.tokens_in is None and odd.tokens_out == 5 and odd.started_at is None and odd.test_results == []
+
+    text = {(e.trial, e.file, e.field): e.message for e in errors}
+    assert any(k[0] == "hello-file__truncated" and "invalid JSON" in v for k, v in text.items())
+    assert any(k[0] == "hello-file__running" and "missing" in v for k, v in text.items())
+    assert ("hello-file__noname", "result.json", "task_name") in text
+    assert ("hello-file__oddtypes", "result.json", "agent_result.n_input_tokens") in text
+    assert ("hello-file__oddtypes", "result.json", "started_at") in text
+    assert any(k[:2] == ("hello-file__oddtypes", "verifier/junit.xml") and "DOCTYPE" in v for k, v in text.items())
+    assert all(isinstance(e, JobFormatError) and str(e).startswith(e.trial + "/") for e in errors)
+
+
+def test_read_job_dir_missing_path(tmp_path):
+    results, errors = read_job_dir(tmp_path / "nope")
+    assert results == [] and "not a directory" in str(errors[0])
+
+
+def test_typed_fields_win_over_extra_duplicates(tmp_path):
+    b = good_bundle()
+    b.config.extra = {"schema_version": "1.3", "metadata": {"difficulty": "hard", "facet_scenario_id": "old"},
+                      "verifier": {"timeout_sec": 5.0, "env": {"A": "1"}}}
+    text = canonical_task_toml(b)
+    assert "schema_version" not in text and 'difficulty = "easy"' in text and "timeout_sec = 600.0" in text
+    assert 'facet_scenario_id = "sc-1"' in text and "[verifier.env]" in text
+    back = read_task_dir(write_task_dir(b, tmp_path / b.name))
+    assert back.config.difficulty == "easy" and back.config.extra["verifier"] == {"env": {"A": "1"}}
