@@ -78,7 +78,8 @@ def _merge(base: dict, given: dict, path: str = "") -> dict:
         if isinstance(base[key], dict):
             if not isinstance(value, dict):
                 raise RunConfigError(f"{where}: expected an object")
-            out[key] = _merge(base[key], value, where + ".")
+            # an empty default (llm.profiles) is a free-form map; others only take known keys
+            out[key] = _merge(base[key], value, where + ".") if base[key] else dict(value)
         else:
             out[key] = value
     return out

@@ -11,14 +11,14 @@ DEMO_CORPUS = REPO / "skills" / "demo_corpus"
 
 
 @pytest.fixture(autouse=True)
-def _data_dir(request, tmp_path):
+def _data_dir(request, tmp_path_factory):
     """Each Django test writes uploads and ingest areas under its own data directory.
     Django-free tests (tests/lib) also run with `-p no:django`, where there are no settings."""
     if not request.config.pluginmanager.hasplugin("django"):
         return None
     settings = request.getfixturevalue("settings")
-    settings.DATA_DIR = tmp_path / "data"
-    settings.DATA_DIR.mkdir()
+    # beside tmp_path, not in it: tests may assert what their tmp_path contains
+    settings.DATA_DIR = tmp_path_factory.mktemp("data")
     return settings.DATA_DIR
 
 
