@@ -1,0 +1,1106 @@
+"""Agent rollouts on a Harbor task: a Terminus-2-style loop of model turns and shell commands in a
+sandbox, graded by the task's own verifier. Django-free.
+
+One rollout:
+
+1. A docker_engine.Sandbox is started from the task's environment image, with the limits
+   validation uses (no network, CPU/memory/pids/disk caps) and the task's [environment].env.
+2. Each turn the model gets the instruction and everything its commands printed so far, and
+   answers with one JSON object (`TurnAnswer`): analysis, plan, commands, task_complete.
+   The commands run one by one, each with its own timeout (capped) and capped output; the next
+   turn sees their output and exit codes.
+3. The loop ends when the model says task_complete twice in a row (the first time it is asked
+   to confirm), or at the turn budget, the wall-clock budget, a model error, or the sandbox's
+   death.
+4. Then, and only then, tests/ is uploaded to /tests and `bash /tests/test.sh` runs, and the
+   reward and per-test results are read from /logs/verifier (harbor-format.md §3). As in Harbor,
+   the verifier also runs after a model error or an exhausted budget: the state is graded
+   whatever stopped the agent.
+
+There is no tmux: every command runs to completion in its own non-interactive `bash -c` (stdin
+closed). The working directory carries over between commands (we track it); shell variables,
+`export`s and functions do not. The model is told so.
+
+LLM calls use stage "rollout.turn" and subject f"{subject}:turn{n}" (n from 1). Cassettes match
+on (stage, subject, n-th call for that pair), so each turn has its own slot: seq 0 is the
+turn's answer and seq 1, if present, the answer to LLMClient's own re-ask after invalid JSON.
+Pass a subject that is unique per attempt (e.g. "task:17:model:m1:attempt:3"); reusing one
+across attempts in the same cassette makes them share slots.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import re
+import shlex
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import docker
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from facet_site.lib import docker_engine as de
+from facet_site.lib import validation as v
+from facet_site.lib.llm.errors import InvalidOutput, LLMError, PermanentLLMError
+
+log = logging.getLogger(__name__)
+
+STAGE = "rollout.turn"
+PROMPT_VERSION = "rollout-terminus-v1"
+
+StopReason = Literal["completed", "turn_budget", "time_budget", "model_error", "infra_error",
+                     "sandbox_killed"]
+TurnState = Literal["observation", "action", "mixed", "none"]
+
+DEFAULT_COMMAND_TIMEOUT_S = 30.0
+
+# ============================================================================================
+# What the model answers
+
+
+class TurnCommand(BaseModel):
+    """One command. `keystrokes` is Terminus-2's name, `command` the plain one; either works."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    keystrokes: str | None = None
+    command: str | None = None
+    timeout_s: float | None = Field(default=None, description="seconds before it is killed")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases(cls, data: Any) -> Any:
+        # Terminus-2 calls the wait "duration"; models trained on it will keep using that.
+        if isinstance(data, dict) and data.get("timeout_s") is None:
+            for alias in ("duration", "timeout", "timeout_sec"):
+                if isinstance(data.get(alias), (int, float)):
+                    data = {**data, "timeout_s": data[alias]}
+                    break
+        return data
+
+    @model_validator(mode="after")
+    def _one_text(self) -> TurnCommand:
+        if self.keystrokes is None and self.command is None:
+            raise ValueError('each command needs "keystrokes" or "command"')
+        return self
+
+    @property
+    def text(self) -> str:
+        return self.command if self.command is not None else (self.keystrokes or "")
+
+
+class TurnAnswer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    analysis: str = ""
+    plan: str = ""
+    commands: list[TurnCommand] = Field(default_factory=list)
+    task_complete: bool = False
+
+
+# ============================================================================================
+# Trajectory
+
+
+@dataclass
+class CommandRun:
+    command: str
+    output: str  # as the model saw it: head and tail kept, cwd marker removed
+    exit_code: int | None  # None: killed, not run, or the sandbox died
+    seconds: float
+    timed_out: bool
+    kind: str = ""  # classify_command(command)
+    programs: list[str] = field(default_factory=list)  # command_programs(command)
+    timeout_s: float = 0.0  # the timeout it actually ran with
+    skipped: str = ""  # why it did not run ("" when it ran)
+    killed_by: str = ""  # docker_engine's "", "timeout", "memory", "disk"
+
+
+@dataclass
+class Turn:
+    index: int  # from 1, as in the LLM subject
+    analysis: str
+    plan: str
+    commands: list[CommandRun]
+    model_text: str
+    tokens_in: int
+    tokens_out: int
+    seconds: float  # model call plus commands
+    state: TurnState
+    task_complete: bool = False
+    parse_error: str = ""  # the reply was not a valid TurnAnswer (even after the re-ask)
+    llm_seconds: float = 0.0
+
+
+@dataclass
+class Trajectory:
+    turns: list[Turn]
+    reward: float | None  # None: the verifier wrote no readable reward, or did not run
+    passed: bool  # reward >= 1
+    test_results: list[dict]  # {name, outcome, message, seconds} from JUnit XML or CTRF
+    stop_reason: StopReason
+    total_seconds: float
+    tokens_in: int
+    tokens_out: int
+    model_label: str = ""
+    subject: str = ""
+    image_tag: str = ""
+    error: str = ""  # the model/engine error behind model_error/infra_error/sandbox_killed
+    agent_seconds: float = 0.0
+    verifier_seconds: float = 0.0
+    verifier_exit_code: int | None = None  # informational, as in Harbor
+    verifier_output: str = ""  # capped
+    rewards: dict = field(default_factory=dict)  # every numeric metric of reward.json
+    test_results_source: str | None = None
+    # Files the agent left in /logs/verifier (deleted before grading: only the verifier may
+    # write the reward), and whether it had created /tests.
+    tampering: list[str] = field(default_factory=list)
+
+    @property
+    def states(self) -> list[str]:
+        return [t.state for t in self.turns]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ============================================================================================
+# Classifying commands: observation (reads only) or action (may change something)
+
+
+class _Unparsable(ValueError):
+    pass
+
+
+# Longest first: the tokenizer takes the first alternative that matches.
+_OPERATORS = ("&>>", ";;&", "<<<", "<<-", "&>", ">>", ">|", ">&", "<&", "<>", "<<", "&&", "||",
+              "|&", ";;", ";&", ">", "<", "|", "&", ";", "(", ")", "\n")
+_SEPARATORS = {"&&", "||", "|", "|&", "&", ";", ";;", ";&", ";;&", "(", ")", "\n"}
+_OUT_REDIRECTS = {">", ">>", ">|", "&>", "&>>", ">&", "<>"}  # <> opens read-write
+_IN_REDIRECTS = {"<", "<<", "<<<", "<<-", "<&"}
+_TOKEN = re.compile(r"[ \t\r]+|(" + "|".join(re.escape(o) for o in _OPERATORS)
+                    + r")|([^\s;&|<>()]+)")
+_PLACEHOLDER = re.compile("\x01(\\d+)\x02")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
+_HEREDOC = re.compile(r"<<(-?)[ \t]*(?:'([^']*)'|\"([^\"]*)\"|\\?([^\s;&|<>()]+))")
+_SUBST = "__facet_subst__"
+
+# Writing to these is not a change to the task's state.
+_HARMLESS_TARGETS = re.compile(r"^(/dev/(null|stdout|stderr|tty|fd/\d+)|\d+-?|-)$")
+
+# Words that start or end a compound command; the command proper follows them.
+_LEADING_KEYWORDS = {"if", "then", "elif", "else", "do", "while", "until", "!", "{", "}", "time",
+                     "[[", "]]"}
+_NEUTRAL = {"done", "fi", "esac", "in"}
+_HEADERS = {"for", "select", "case", "function"}
+
+# Programs that only read (files, the system's state) and print. Anything not known here is an
+# action: an unknown program may write, and counting a write as an observation would hide it.
+_READ_ONLY = {
+    "cat", "tac", "nl", "head", "tail", "less", "more", "most", "grep", "egrep", "fgrep", "rg",
+    "ag", "ack", "zgrep", "zcat", "bzcat", "xzcat", "zless", "wc", "file", "stat", "pwd", "echo",
+    "printf", "ls", "ll", "dir", "vdir", "tree", "du", "df", "which", "whereis", "type",
+    "whoami", "id", "groups", "hostname", "uname", "date", "printenv", "ps", "pgrep", "pstree",
+    "free", "uptime", "lsof", "ss", "netstat", "diff", "cmp", "comm", "md5sum", "sha1sum",
+    "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum", "sum", "base64",
+    "base32", "od", "hexdump", "strings", "readlink", "realpath", "basename", "dirname", "cut",
+    "tr", "paste", "column", "fold", "fmt", "rev", "expand", "unexpand", "jq", "test", "[",
+    "true", "false", ":", "sleep", "cd", "pushd", "popd", "dirs", "history", "clear", "locate",
+    "man", "help", "lsblk", "getent", "nproc", "lscpu", "seq", "expr", "yes", "join", "look",
+    "numfmt", "tsort", "ldd", "nm", "objdump", "readelf", "lsattr", "namei", "tput", "locale",
+    "alias", "shopt", "set", "export", "unset", "ulimit", "umask", "wait", "jobs", "cal",
+    "lslocks", "ipcs", "top", "htop", "vmstat", "iostat", "w", "who", "last", "env",
+}
+# Programs that run another command given as their arguments, after some options of their own.
+_WRAPPERS = {"sudo", "nohup", "nice", "timeout", "stdbuf", "env", "command", "builtin", "exec",
+             "xargs", "watch", "ionice", "chronic", "unbuffer", "time", "setsid", "runuser",
+             "doas", "chroot"}
+_WRAPPER_OPTS_WITH_ARG = {
+    "sudo": {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"},
+    "nice": {"-n"}, "timeout": {"-s", "-k", "--signal", "--kill-after"},
+    "env": {"-u", "-C", "-S", "--unset", "--chdir"},
+    "xargs": {"-I", "-i", "-n", "-P", "-d", "-L", "-l", "-s", "-E", "-e", "-a", "--delimiter",
+              "--max-args", "--max-procs", "--arg-file", "--replace", "--max-lines"},
+    "watch": {"-n", "--interval", "-d"}, "ionice": {"-c", "-n", "-p"},
+    "stdbuf": {"-i", "-o", "-e"}, "runuser": {"-u", "-g", "-G", "-l"},
+}
+_SHELLS = {"bash", "sh", "dash", "zsh", "ksh"}
+_GIT_READ = {"status", "log", "diff", "show", "ls-files", "ls-tree", "rev-parse", "describe",
+             "blame", "grep", "shortlog", "cat-file", "rev-list", "whatchanged", "show-ref",
+             "for-each-ref", "count-objects", "help", "version"}
+_PIP_READ = {"list", "show", "freeze", "check", "help", "search", "index", "inspect"}
+_APT_READ = {"list", "show", "search", "policy", "showpkg", "depends", "rdepends", "madison",
+             "changelog"}
+_SQL_READ = re.compile(r"^\s*(select|pragma|explain|with\s+\w+\s+as|\.(schema|tables|indexes|"
+                       r"indices|dump|headers|mode|databases|show|help))\b", re.I)
+_AWK_WRITES = re.compile(r"\bsystem\s*\(|\bprintf?\b[^;}\n]*>|\|\s*\"|\bfflush\b")
+_VERSION_ARGS = {"--version", "-V", "--help", "-h", "version", "-version"}
+
+
+def _match_paren(text: str, open_at: int) -> int:
+    """Index of the ')' closing the '(' at open_at, skipping quoted text."""
+    depth, i = 0, open_at
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch in "'\"":
+            end = text.find(ch, i + 1)
+            if end < 0:
+                raise _Unparsable("unterminated quote")
+            i = end + 1
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise _Unparsable("unbalanced parenthesis")
+
+
+def _scan(text: str) -> tuple[str, list[str], list[str]]:
+    """The command with quoting resolved into placeholders (so a quoted '>' is never read as a
+    redirection), comments, heredoc bodies and line continuations removed, and every command
+    substitution ($(...), `...`, <(...), >(...)) cut out for separate classification.
+    Returns (text, quoted strings by placeholder number, substituted commands)."""
+    out: list[str] = []
+    quoted: list[str] = []
+    inner: list[str] = []
+    heredocs: list[str] = []
+    n, i = len(text), 0
+
+    def hold(content: str) -> str:
+        quoted.append(content)
+        return f"\x01{len(quoted) - 1}\x02"
+
+    while i < n:
+        ch = text[i]
+        if ch == "\\":
+            if text.startswith("\n", i + 1):
+                i += 2  # line continuation
+                continue
+            out.append(hold(text[i + 1:i + 2]))
+            i += 2
+            continue
+        if ch == "'":
+            end = text.find("'", i + 1)
+            if end < 0:
+                raise _Unparsable("unterminated single quote")
+            out.append(hold(text[i + 1:end]))
+            i = end + 1
+            continue
+        if ch == '"':
+            buf: list[str] = []
+            j = i + 1
+            while True:
+                if j >= n:
+                    raise _Unparsable("unterminated double quote")
+                c = text[j]
+                if c == "\\" and j + 1 < n:
+                    buf.append(text[j + 1])
+                    j += 2
+                elif c == '"':
+                    break
+                elif text.startswith("$((", j):
+                    j = _match_paren(text, j + 1) + 1
+                    buf.append("0")
+                elif text.startswith("$(", j):
+                    end = _match_paren(text, j + 1)
+                    inner.append(text[j + 2:end])
+                    buf.append(_SUBST)
+                    j = end + 1
+                elif c == "`":
+                    end = text.find("`", j + 1)
+                    if end < 0:
+                        raise _Unparsable("unterminated backquote")
+                    inner.append(text[j + 1:end])
+                    buf.append(_SUBST)
+                    j = end + 1
+                else:
+                    buf.append(c)
+                    j += 1
+            out.append(hold("".join(buf)))
+            i = j + 1
+            continue
+        if text.startswith("$((", i):
+            i = _match_paren(text, i + 1) + 1  # arithmetic, not a command
+            out.append("0")
+            continue
+        if ch in "$<>" and text.startswith("(", i + 1):
+            end = _match_paren(text, i + 1)
+            inner.append(text[i + 2:end])
+            out.append(_SUBST if ch == "$" else f" {_SUBST} ")
+            i = end + 1
+            continue
+        if ch == "`":
+            end = text.find("`", i + 1)
+            if end < 0:
+                raise _Unparsable("unterminated backquote")
+            inner.append(text[i + 1:end])
+            out.append(_SUBST)
+            i = end + 1
+            continue
+        if ch == "#" and (i == 0 or text[i - 1] in " \t\n;&|()"):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        if text.startswith("<<", i) and not text.startswith("<<<", i):
+            m = _HEREDOC.match(text, i)
+            if m:
+                heredocs.append(m.group(2) or m.group(3) or m.group(4) or "")
+                out.append(" << HEREDOC ")
+                i = m.end()
+                continue
+        if ch == "\n" and heredocs:
+            # The bodies follow this line, in order; none of it is shell code.
+            out.append("\n")
+            i += 1
+            for delimiter in heredocs:
+                while i < n:
+                    end = text.find("\n", i)
+                    line = text[i:n if end < 0 else end]
+                    i = n if end < 0 else end + 1
+                    if line.strip() == delimiter:
+                        break
+            heredocs.clear()
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out), quoted, inner
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    """(kind, text) with kind "op" or "word"; an fd number glued to a redirection is dropped."""
+    raw: list[tuple[str, str, int, int]] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            raise _Unparsable(f"cannot tokenize at {text[pos:pos + 20]!r}")
+        if m.group(1):
+            raw.append(("op", m.group(1), m.start(), m.end()))
+        elif m.group(2):
+            raw.append(("word", m.group(2), m.start(), m.end()))
+        pos = m.end()
+    result = []
+    for idx, (kind, tok, _start, end) in enumerate(raw):
+        nxt = raw[idx + 1] if idx + 1 < len(raw) else None
+        if (kind == "word" and tok.isdigit() and nxt is not None and nxt[0] == "op"
+                and nxt[2] == end and (nxt[1] in _OUT_REDIRECTS or nxt[1] in _IN_REDIRECTS)):
+            continue  # "2>" : the 2 is a file descriptor, not an argument
+        result.append((kind, tok))
+    return result
+
+
+def _restore(word: str, quoted: list[str]) -> str:
+    return _PLACEHOLDER.sub(lambda m: quoted[int(m.group(1))], word)
+
+
+def _options_then_command(prog: str, args: list[str]) -> list[str]:
+    """The command a wrapper runs: its arguments after its own options (and assignments)."""
+    with_arg = _WRAPPER_OPTS_WITH_ARG.get(prog, set())
+    i = 0
+    if prog == "timeout":
+        while i < len(args) and args[i].startswith("-"):
+            i += 2 if args[i] in with_arg else 1
+        return args[i + 1:]  # the duration comes first
+    while i < len(args):
+        a = args[i]
+        if prog == "env" and _ASSIGNMENT.match(a):
+            i += 1
+        elif a == "--":
+            return args[i + 1:]
+        elif a.startswith("-") and len(a) > 1:
+            i += 2 if a in with_arg else 1
+        else:
+            break
+    return args[i:]
+
+
+def _positionals(args: list[str]) -> list[str]:
+    return [a for a in args if not (a.startswith("-") and len(a) > 1)]
+
+
+def _classify_simple(words: list[str], programs: list[str], depth: int) -> str | None:
+    """observation/action for one simple command (words without operators), None when it has
+    no effect either way (a keyword, a bare assignment, a loop header)."""
+    i = 0
+    while i < len(words) and (words[i] in _LEADING_KEYWORDS or _ASSIGNMENT.match(words[i])):
+        i += 1
+    if i >= len(words):
+        return None
+    prog, args = posixpath.basename(words[i]), words[i + 1:]
+    if prog in _HEADERS or prog in _NEUTRAL:
+        return None
+    if prog == _SUBST:
+        return None  # the substitution itself was classified on its own
+    if prog in _WRAPPERS:
+        if prog == "command" and args[:1] in (["-v"], ["-V"]):
+            programs.append(prog)
+            return "observation"
+        rest = _options_then_command(prog, args)
+        if not rest:
+            programs.append(prog)
+            return "observation" if prog in ("env", "time") else "action"
+        return _classify_simple(rest, programs, depth)
+    programs.append(prog)
+    if len(args) == 1 and args[0] in _VERSION_ARGS:
+        return "observation"
+    if prog in _SHELLS:
+        if "-c" in args and args.index("-c") + 1 < len(args):
+            return _classify(args[args.index("-c") + 1], programs, depth + 1)
+        return "action"  # runs a script we cannot see
+    if prog in ("sed", "gsed"):
+        inplace = any(a.startswith("-i") or a.startswith("--in-place")
+                      or (a.startswith("-") and not a.startswith("--") and "i" in a[1:])
+                      for a in args if a.startswith("-"))
+        return "action" if inplace else "observation"
+    if prog in ("awk", "gawk", "mawk", "nawk"):
+        if "inplace" in args or any(_AWK_WRITES.search(a) for a in args):
+            return "action"
+        return "observation"
+    if prog == "find":
+        if any(a in ("-delete", "-fprint", "-fprint0", "-fprintf", "-fls") for a in args):
+            return "action"
+        for flag in ("-exec", "-execdir", "-ok", "-okdir"):
+            if flag in args:
+                sub = args[args.index(flag) + 1:]
+                end = next((k for k, a in enumerate(sub) if a in (";", "+")), len(sub))
+                if _classify_simple(sub[:end], programs, depth) == "action":
+                    return "action"
+        return "observation"
+    if prog == "sort":
+        return "action" if any(a == "-o" or a.startswith("--output") or
+                               (a.startswith("-o") and not a.startswith("--")) for a in args) \
+            else "observation"
+    if prog == "uniq":
+        return "action" if len(_positionals(args)) > 1 else "observation"  # uniq IN OUT
+    if prog == "xxd":
+        return "action" if len(_positionals(args)) > 1 else "observation"
+    if prog == "tee":
+        targets = [a for a in _positionals(args) if not _HARMLESS_TARGETS.match(a)]
+        return "action" if targets else "observation"
+    if prog == "git":
+        k = 0
+        while k < len(args) and args[k].startswith("-"):
+            k += 2 if args[k] in ("-C", "-c", "--git-dir", "--work-tree") else 1
+        sub = args[k] if k < len(args) else ""
+        rest = args[k + 1:]
+        if sub in _GIT_READ or not sub:
+            return "observation"
+        if sub in ("branch", "tag", "remote", "stash", "config", "reflog", "worktree"):
+            read_forms = {"branch": {"-a", "-r", "-l", "--list", "-v", "-vv", "--show-current",
+                                     "--all", "--contains", "--merged"},
+                          "tag": {"-l", "--list", "-n"}, "remote": {"-v", "show", "get-url"},
+                          "stash": {"list", "show"},
+                          "config": {"--get", "--list", "-l", "--get-all", "--get-regexp"},
+                          "reflog": {"show"}, "worktree": {"list"}}[sub]
+            if not rest or rest[0] in read_forms:
+                return "observation"
+        return "action"
+    if prog in ("pip", "pip3") or (prog.startswith("python") and args[:2] in (["-m", "pip"],
+                                                                              ["-m", "pip3"])):
+        rest = args[2:] if prog.startswith("python") else args
+        sub = next((a for a in rest if not a.startswith("-")), "")
+        return "observation" if sub in _PIP_READ else "action"
+    if prog in ("apt", "apt-cache"):
+        sub = next((a for a in args if not a.startswith("-")), "")
+        return "observation" if prog == "apt-cache" or sub in _APT_READ else "action"
+    if prog == "dpkg":
+        return "observation" if any(a in ("-l", "-L", "-s", "-S", "--list", "--listfiles",
+                                          "--status", "--search", "-p") for a in args) \
+            else "action"
+    if prog == "curl":
+        writes = {"-o", "-O", "--output", "--remote-name", "-d", "--data", "--data-raw",
+                  "--data-binary", "--data-urlencode", "-F", "--form", "-T", "--upload-file",
+                  "--json", "-X", "--request", "-c", "--cookie-jar", "-D", "--dump-header"}
+        return "action" if any(a in writes or a.startswith("--data") or
+                               (a.startswith("-") and not a.startswith("--")
+                                and set(a[1:]) & set("oOdFTX")) for a in args) \
+            else "observation"
+    if prog == "wget":
+        to_stdout = any(a in ("-O-", "--spider", "-qO-") for a in args) or \
+            any(a == "-O" and args[k + 1:k + 2] == ["-"] for k, a in enumerate(args))
+        return "observation" if to_stdout else "action"
+    if prog in ("sqlite3",):
+        sql = _positionals(args)[1:]
+        if "-readonly" in args or (sql and all(_SQL_READ.match(s) for s in sql)):
+            return "observation"
+        return "action"
+    if prog in ("yq",):
+        return "action" if any(a in ("-i", "--inplace") for a in args) else "observation"
+    if prog in ("systemctl", "service"):
+        return "observation" if any(a in ("status", "is-active", "is-enabled", "list-units",
+                                          "show", "cat", "--status-all") for a in args) \
+            else "action"
+    if prog in ("top", "htop") and not args:
+        return "observation"
+    return "observation" if prog in _READ_ONLY else "action"
+
+
+def _classify(command: str, programs: list[str], depth: int = 0) -> str:
+    if depth > 8:
+        return "action"  # substitutions nested this deep are not worth the recursion
+    text, quoted, inner = _scan(command)
+    kinds: list[str] = []
+    for sub in inner:
+        kinds.append(_classify(sub, programs, depth + 1))
+    words: list[str] = []
+    tokens = _tokens(text)
+    idx = 0
+
+    def flush() -> None:
+        if words:
+            kind = _classify_simple(words, programs, depth)
+            if kind:
+                kinds.append(kind)
+            words.clear()
+
+    while idx < len(tokens):
+        kind, tok = tokens[idx]
+        if kind == "op" and tok in _SEPARATORS:
+            flush()
+        elif kind == "op" and tok in _OUT_REDIRECTS:
+            target = _restore(tokens[idx + 1][1], quoted) if idx + 1 < len(tokens) else ""
+            idx += 1
+            if not _HARMLESS_TARGETS.match(target):
+                kinds.append("action")
+        elif kind == "op" and tok in _IN_REDIRECTS:
+            idx += 1  # the file read from, or the heredoc delimiter
+        else:
+            words.append(_restore(tok, quoted))
+        idx += 1
+    flush()
+    return "action" if "action" in kinds else "observation"
+
+
+def classify_command(cmd: str) -> Literal["observation", "action"]:
+    """Whether a shell command only reads ("observation") or may change something ("action").
+
+    The command line is split the way bash would (quotes, pipelines, `;`/`&&`/`||`, newlines,
+    heredocs, comments) and every simple command in it must be a read: a program from the
+    read-only list (cat, ls, head, tail, grep, find, wc, less, file, stat, pwd, echo, jq, diff,
+    ps, git status/log/diff, pip list, ...), used without its writing options (sed -i, sort -o,
+    find -delete/-exec rm, uniq IN OUT, tee FILE, curl -o/-d, git commit ...), and nothing may
+    redirect output into a file (`> /dev/null` and `2>&1` are fine). Command substitutions are
+    classified too. Anything else, and anything that does not parse, is an action: an unknown
+    program may write, and calling a write an observation would hide a state change. cd, export
+    and other shell-state-only builtins count as observations (they change no file).
+    """
+    try:
+        return "action" if _classify(cmd, [], 0) == "action" else "observation"
+    except (_Unparsable, RecursionError):
+        return "action"
+
+
+def command_programs(cmd: str) -> list[str]:
+    """The programs a command line runs, in order, wrappers (sudo, timeout, xargs) looked
+    through: `cd /app && sudo grep -r x . | wc -l` gives ["cd", "grep", "wc"]. For "most
+    frequent commands" statistics; [] when the line does not parse."""
+    programs: list[str] = []
+    try:
+        _classify(cmd, programs, 0)
+    except (_Unparsable, RecursionError):
+        return []
+    return programs
+
+
+def turn_state(kinds: list[str]) -> TurnState:
+    """A turn's state from its commands' kinds: none, observation, action, or mixed."""
+    if not kinds:
+        return "none"
+    if all(k == "observation" for k in kinds):
+        return "observation"
+    if all(k == "action" for k in kinds):
+        return "action"
+    return "mixed"
+
+
+# ============================================================================================
+# Prompt
+
+
+SYSTEM_PROMPT = """You are an AI agent solving a task in a Linux terminal (Debian, running as \
+the container's default user). You work in turns. In each turn you see the output of the \
+commands you ran last, and you reply with exactly one JSON object and nothing else:
+
+{{
+  "analysis": "what the output so far tells you, and what is still missing",
+  "plan": "what you will do next, and why",
+  "commands": [
+    {{"command": "cat /app/data.csv", "timeout_s": 10}}
+  ],
+  "task_complete": false
+}}
+
+Rules:
+- "commands" run one after another, each in a fresh non-interactive bash (stdin is closed, \
+there is no terminal). The working directory carries over to the next command; shell \
+variables, exports and functions do not, so put dependent steps in one command (use && or a \
+script file). Interactive programs (editors, pagers waiting for keys, REPLs) do not work: write \
+files with heredocs, printf or a script instead.
+- "timeout_s" is how long the command may run (default {default_timeout:g} s, at most \
+{cap:g} s); a command still running then is killed. Long output is shortened to its beginning \
+and end.
+- There is no network access.
+- Set "task_complete" to true when the task is done. You will be asked to confirm once; after \
+you confirm, the task is graded automatically and you cannot change anything anymore.
+- Use an empty "commands" list if you only want to think or to confirm.
+"""
+
+INITIAL = """Task:
+
+{instruction}
+
+The current working directory is {cwd}. You have {max_turns} turns and about {budget} of \
+time. Begin."""
+
+CONFIRM = """You marked the task as complete. Once you confirm, your solution is graded as it \
+is and you cannot make further changes. If you are sure, reply again with "task_complete": true \
+(you may leave "commands" empty). Otherwise set it to false and continue."""
+
+PARSE_ERROR = """Your previous reply could not be used, and none of its commands ran:
+{problem}
+
+Reply with exactly one JSON object with the keys "analysis", "plan", "commands" (a list of \
+{{"command": ..., "timeout_s": ...}}) and "task_complete"."""
+
+
+def _format_duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} minutes" if seconds >= 120 else f"{seconds:.0f} seconds"
+
+
+# ============================================================================================
+# Running commands
+
+
+# Marks where our trailer put the working directory in the output; the control characters make
+# a collision with real output unlikely, and the model never sees it.
+_CWD_MARK = "\x1efacet-cwd:"
+_CWD_END = "\x1e"
+_CONTROL_KEYS = re.compile(r"^(C-[a-z\\\]]|M-[a-z]|Escape|Enter|Tab|Up|Down|Left|Right|"
+                           r"[\x03\x04\x1a])$", re.I)
+
+
+def _cap(text: str, limit: int) -> str:
+    # Head and tail: errors tend to be at the end, the context for them at the start.
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return (text[:half] + f"\n[facet: {len(text) - 2 * half} characters omitted]\n"
+            + text[-half:])
+
+
+def _wrap(command: str, cwd: str) -> str:
+    # Start where the last command ended, and report where this one ends: the EXIT trap runs
+    # on `exit` and errors too, and keeps the command's own exit status.
+    trailer = f"printf '{_CWD_MARK}%s{_CWD_END}' \"$PWD\""
+    return (f"cd -- {shlex.quote(cwd)} 2>/dev/null\n"
+            f"trap {shlex.quote(trailer)} EXIT\n{command}\n")
+
+
+def _split_cwd(output: str) -> tuple[str, str | None]:
+    start = output.rfind(_CWD_MARK)
+    if start < 0:
+        return output, None
+    end = output.find(_CWD_END, start + len(_CWD_MARK))
+    if end < 0:
+        return output, None
+    cwd = output[start + len(_CWD_MARK):end]
+    return output[:start] + output[end + 1:], cwd
+
+
+# ============================================================================================
+# The rollout
+
+
+class _Stop(Exception):
+    def __init__(self, reason: str, error: str = ""):
+        super().__init__(error or reason)
+        self.reason = reason
+        self.error = error
+
+
+def _tokens_of(record: Any) -> tuple[int, int]:
+    if record is None:
+        return 0, 0
+    return int(getattr(record, "tokens_in", 0) or 0), int(getattr(record, "tokens_out", 0) or 0)
+
+
+def _workdir(client: docker.DockerClient, task: v.TaskFiles, image_tag: str) -> str | None:
+    # Equivalent of validation's private _image_workdir: task.toml's workdir, else the image's.
+    configured = task.section("environment").get("workdir")
+    if isinstance(configured, str) and configured:
+        return configured
+    image = de.find_image(client, image_tag)
+    return ((image.attrs.get("Config") or {}).get("WorkingDir") if image else None) or None
+
+
+class _Rollout:
+    def __init__(self, client: docker.DockerClient, *, image_tag: str, task: v.TaskFiles,
+                 llm: Any, model_label: str, subject: str, max_turns: int, time_budget_s: float,
+                 limits: de.SandboxLimits, command_timeout_cap_s: float,
+                 default_command_timeout_s: float, verifier_timeout_s: float,
+                 max_output_chars: int, max_context_chars: int, owner: str, stage: str,
+                 prompt_version: str, clock: Callable[[], float]):
+        self.client = client
+        self.image_tag = image_tag
+        self.task = task
+        self.llm = llm
+        self.subject = subject
+        self.stage = stage
+        self.prompt_version = prompt_version
+        self.max_turns = max_turns
+        self.time_budget_s = time_budget_s
+        self.limits = limits
+        self.cap_s = command_timeout_cap_s
+        self.default_timeout_s = min(default_command_timeout_s, command_timeout_cap_s)
+        self.verifier_timeout_s = verifier_timeout_s
+        self.max_output_chars = max_output_chars
+        self.max_context_chars = max_context_chars
+        self.owner = owner
+        self.clock = clock
+        self.user = task.user("agent")
+        self.traj = Trajectory(turns=[], reward=None, passed=False, test_results=[],
+                               stop_reason="turn_budget", total_seconds=0.0, tokens_in=0,
+                               tokens_out=0, model_label=model_label, subject=subject,
+                               image_tag=image_tag)
+        self.started = clock()
+        self.messages: list[dict[str, Any]] = []
+        self.observations: list[int] = []  # indices of user messages holding command output
+        self.cwd = "/"
+
+    # -- budget
+
+    def remaining(self) -> float:
+        return self.time_budget_s - (self.clock() - self.started)
+
+    # -- the agent phase
+
+    def agent(self, sb: de.Sandbox, workdir: str | None) -> None:
+        self.cwd = workdir or "/"
+        system = SYSTEM_PROMPT.format(default_timeout=self.default_timeout_s, cap=self.cap_s)
+        first = INITIAL.format(instruction=self.task.read("instruction.md").strip(),
+                               cwd=self.cwd, max_turns=self.max_turns,
+                               budget=_format_duration(self.time_budget_s))
+        self.messages = [{"role": "system", "content": system},
+                         {"role": "user", "content": first}]
+        confirming = False
+        for n in range(1, self.max_turns + 1):
+            if self.remaining() <= 0:
+                raise _Stop("time_budget")
+            turn, answer = self.ask(n)
+            self.traj.turns.append(turn)
+            if answer is None:
+                confirming = False  # a reply we could not read confirms nothing
+                continue
+            outputs = self.run_commands(sb, turn, answer)
+            if answer.task_complete and confirming:
+                raise _Stop("completed")
+            parts = [outputs] if outputs else ["(no commands ran)"]
+            if answer.task_complete:
+                parts.append(CONFIRM)
+            left = self.remaining()
+            parts.append(f"[turn {n} of {self.max_turns} done; about "
+                         f"{_format_duration(max(left, 0))} left]")
+            self.messages.append({"role": "assistant", "content": turn.model_text})
+            self.messages.append({"role": "user", "content": "\n\n".join(parts)})
+            self.observations.append(len(self.messages) - 1)
+            self.trim_context()
+            confirming = answer.task_complete
+        raise _Stop("turn_budget")
+
+    def ask(self, n: int) -> tuple[Turn, TurnAnswer | None]:
+        t0 = self.clock()
+        try:
+            result = self.llm.complete(stage=self.stage, subject=f"{self.subject}:turn{n}",
+                                       prompt_version=self.prompt_version,
+                                       messages=[dict(m) for m in self.messages],
+                                       schema=TurnAnswer)
+        except InvalidOutput as exc:
+            # Not fatal: the model gets to see what was wrong, as any other observation.
+            seconds = self.clock() - t0
+            tin, tout = _tokens_of(exc.record)
+            problem = exc.validation_error or str(exc)
+            turn = Turn(index=n, analysis="", plan="", commands=[], model_text=exc.raw_text,
+                        tokens_in=tin, tokens_out=tout, seconds=seconds, state="none",
+                        parse_error=problem, llm_seconds=seconds)
+            self.add_tokens(turn)
+            self.messages.append({"role": "assistant", "content": exc.raw_text or "(empty)"})
+            self.messages.append({"role": "user", "content": PARSE_ERROR.format(problem=problem)})
+            self.observations.append(len(self.messages) - 1)
+            return turn, None
+        except PermanentLLMError as exc:
+            raise _Stop("model_error", f"{type(exc).__name__}: {exc}") from exc
+        except LLMError as exc:
+            # Transient after the client's own retries: the turn is lost either way, and
+            # grading what exists beats throwing the trajectory away.
+            raise _Stop("model_error", f"{type(exc).__name__} (transient): {exc}") from exc
+        seconds = self.clock() - t0
+        record = getattr(result, "record", None)
+        answer: TurnAnswer = result.parsed
+        text = getattr(record, "response_text", "") or answer.model_dump_json()
+        tin, tout = _tokens_of(record)
+        turn = Turn(index=n, analysis=answer.analysis, plan=answer.plan, commands=[],
+                    model_text=text, tokens_in=tin, tokens_out=tout, seconds=seconds,
+                    state="none", task_complete=answer.task_complete, llm_seconds=seconds)
+        self.add_tokens(turn)
+        return turn, answer
+
+    def add_tokens(self, turn: Turn) -> None:
+        self.traj.tokens_in += turn.tokens_in
+        self.traj.tokens_out += turn.tokens_out
+
+    def run_commands(self, sb: de.Sandbox, turn: Turn, answer: TurnAnswer) -> str:
+        shown: list[str] = []
+        try:
+            for spec in answer.commands:
+                run = self.run_one(sb, spec)
+                turn.commands.append(run)
+                shown.append(self.describe(run))
+                if sb.gone_reason:
+                    raise _Stop("sandbox_killed", sb.gone_reason)
+        finally:
+            turn.seconds += sum(c.seconds for c in turn.commands)
+            turn.state = turn_state([c.kind for c in turn.commands if not c.skipped])
+        return "\n\n".join(shown)
+
+    def run_one(self, sb: de.Sandbox, spec: TurnCommand) -> CommandRun:
+        text = spec.text
+        command = text.rstrip("\n")
+        run = CommandRun(command=command, output="", exit_code=None, seconds=0.0,
+                         timed_out=False, kind=classify_command(command),
+                         programs=command_programs(command))
+        if not command.strip():
+            run.skipped = "empty command"
+            return run
+        if _CONTROL_KEYS.match(command.strip()):
+            run.skipped = "control keys need an interactive terminal, which this is not"
+            return run
+        remaining = self.remaining()
+        if remaining < 1:
+            run.skipped = "the time budget is used up"
+            return run
+        requested = spec.timeout_s if spec.timeout_s and spec.timeout_s > 0 \
+            else self.default_timeout_s
+        run.timeout_s = max(1.0, min(requested, self.cap_s, remaining))
+        try:
+            result = sb.exec(_wrap(command, self.cwd), timeout_s=run.timeout_s,
+                             user=self.user)
+        except de.SandboxGone as exc:
+            raise _Stop("sandbox_killed", sb.gone_reason or str(exc)) from exc
+        output, cwd = _split_cwd(result.output)
+        if cwd:
+            self.cwd = cwd
+        run.output = _cap(output, self.max_output_chars)
+        run.exit_code = result.exit_code
+        run.seconds = result.seconds
+        run.timed_out = result.timed_out
+        run.killed_by = result.killed_by
+        return run
+
+    def describe(self, run: CommandRun) -> str:
+        head = f"$ {run.command}"
+        if run.skipped:
+            return f"{head}\n[not run: {run.skipped}]"
+        body = run.output.rstrip("\n")
+        if run.timed_out:
+            status = f"[killed after {run.timeout_s:g} s: timeout]"
+        elif run.killed_by:
+            status = f"[killed: {run.killed_by} limit]"
+        else:
+            status = f"[exit code {run.exit_code}, {run.seconds:.1f} s]"
+        return f"{head}\n{body}\n{status}" if body else f"{head}\n{status}"
+
+    def trim_context(self) -> None:
+        # Oldest outputs go first; the instruction and the model's own replies stay, so it
+        # still knows what it did, just not everything it saw.
+        total = sum(len(str(m["content"])) for m in self.messages)
+        for idx in self.observations:
+            if total <= self.max_context_chars:
+                break
+            content = self.messages[idx]["content"]
+            if content.startswith("[facet: output dropped"):
+                continue
+            note = "[facet: output dropped to keep the conversation short]"
+            total -= len(content) - len(note)
+            self.messages[idx] = {"role": "user", "content": note}
+
+    # -- grading
+
+    def grade(self, sb: de.Sandbox, workdir: str | None) -> None:
+        t0 = self.clock()
+        logs = " ".join(v.LOG_DIRS)
+        # Only the verifier may write the reward, and /tests is ours: whatever the agent put in
+        # either place is noted and removed (a planted conftest.py would run with the tests).
+        prep = sb.exec(f"[ -e /tests ] && echo /tests; rm -rf /tests; mkdir -p {logs}; "
+                       f"find {v.VERIFIER_LOGS} -mindepth 1 -print -delete; chmod 777 {logs}",
+                       timeout_s=60, user="0")
+        self.traj.tampering = [line for line in prep.output.splitlines() if line.strip()]
+        sb.put_files({"/tests": self.task.dir / "tests"})
+        result = sb.exec(["bash", "/tests/test.sh"], timeout_s=self.verifier_timeout_s,
+                         workdir=workdir, env=self.task.env("verifier") or None,
+                         user=self.task.user("verifier"))
+        self.traj.verifier_exit_code = result.exit_code
+        self.traj.verifier_output = _cap(result.output, 16 * de.KiB)
+        if result.timed_out:
+            self.traj.error = f"test.sh did not finish within {self.verifier_timeout_s:g} s"
+        contents = self.read_verifier_logs(sb)
+        reward, metrics, problem = v.parse_reward(contents.get("reward.txt"),
+                                                  contents.get("reward.json"))
+        self.traj.reward, self.traj.rewards = reward, metrics
+        if problem and not self.traj.error:
+            self.traj.error = problem
+        self.traj.passed = reward is not None and reward >= 1.0
+        # JUnit first (pytest --junitxml), CTRF as the fallback, as validation does.
+        for name in sorted(contents, key=lambda n: (not n.lower().endswith(".xml"), n)):
+            lower = name.lower()
+            try:
+                if lower.endswith(".xml"):
+                    parsed = v.parse_junit_xml(contents[name])
+                elif lower.endswith(".json") and lower != "reward.json" and (
+                        b'"results"' in contents[name][:4096] or "ctrf" in lower):
+                    parsed = v.parse_ctrf_json(contents[name])
+                else:
+                    continue
+            except v.ResultsParseError as exc:
+                log.info("rollout %s: %s unreadable: %s", self.subject, name, exc)
+                continue
+            self.traj.test_results, self.traj.test_results_source = parsed, name
+            break
+        self.traj.verifier_seconds = self.clock() - t0
+
+    @staticmethod
+    def read_verifier_logs(sb: de.Sandbox) -> dict[str, bytes]:
+        # One archive read lists the directory with the heads of small files; only bigger
+        # files cost a download of their own.
+        listing = sb.snapshot([v.VERIFIER_LOGS], max_text_head=256 * de.KiB, max_files=200,
+                              max_bytes=64 * de.MiB)
+        contents: dict[str, bytes] = {}
+        for path, entry in sorted(listing.files.items()):
+            if entry.kind != "file" or entry.size > 32 * de.MiB:
+                continue
+            name = posixpath.relpath(path, v.VERIFIER_LOGS)
+            head = (entry.text_head or "").encode()
+            if entry.text_head is not None and len(head) == entry.size:
+                contents[name] = head
+                continue
+            try:
+                data = sb.get_file(path, max_bytes=32 * de.MiB)
+            except (ValueError, IsADirectoryError):
+                continue
+            if data is not None:
+                contents[name] = data
+        return contents
+
+
+def run_rollout(
+    client: docker.DockerClient,
+    *,
+    image_tag: str,
+    task_dir: Path,
+    llm: Any,
+    model_label: str,
+    subject: str,
+    max_turns: int = 30,
+    time_budget_s: float = 1800,
+    limits: de.SandboxLimits = v.DEFAULT_LIMITS,
+    command_timeout_cap_s: float = 120,
+    default_command_timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
+    verifier_timeout_cap_s: float = 600,
+    max_output_chars: int = 10_000,
+    max_context_chars: int = 200_000,
+    owner: str | None = None,
+    stage: str = STAGE,
+    prompt_version: str = PROMPT_VERSION,
+    clock: Callable[[], float] = time.monotonic,
+) -> Trajectory:
+    """Run one agent attempt on the task in task_dir (environment already built as image_tag)
+    and grade it with the task's verifier. See the module docstring for the loop.
+
+    llm: an LLMClient, or anything with the same `.complete(stage=, subject=, prompt_version=,
+    messages=, schema=)` returning an object with `.parsed` (a TurnAnswer) and `.record` (a
+    CallRecord, for the reply text and tokens). subject: unique per attempt; turn n calls the
+    model with subject f"{subject}:turn{n}".
+
+    time_budget_s bounds the agent phase (model calls and commands; each command's timeout is
+    cut to what is left), lowered to task.toml's [agent] timeout_sec when that is smaller.
+    The verifier runs afterwards with task.toml's [verifier] timeout_sec, capped.
+
+    Never raises for what the model or the task does; engine trouble ends the rollout with
+    stop_reason "infra_error" and reward None (retry it), and a sandbox that the agent's
+    commands got killed (disk limit, a command that would not die) with "sandbox_killed" and
+    reward 0, as Harbor scores a trial whose verifier could not run.
+    """
+    started = clock()
+    task = v.TaskFiles(Path(task_dir))
+    agent_timeout = task.timeout("agent")
+    if agent_timeout is not None:
+        time_budget_s = min(time_budget_s, agent_timeout)
+    verifier_timeout = min(task.timeout("verifier") or verifier_timeout_cap_s,
+                           verifier_timeout_cap_s)
+    base_owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+    # Its own owner label, so the final cleanup touches no one else's sandboxes.
+    run_owner = f"{base_owner}:rollout:{uuid.uuid4().hex[:12]}"
+    ro = _Rollout(client, image_tag=image_tag, task=task, llm=llm, model_label=model_label,
+                  subject=subject, max_turns=max_turns, time_budget_s=time_budget_s,
+                  limits=limits, command_timeout_cap_s=command_timeout_cap_s,
+                  default_command_timeout_s=default_command_timeout_s,
+                  verifier_timeout_s=verifier_timeout, max_output_chars=max_output_chars,
+                  max_context_chars=max_context_chars, owner=run_owner, stage=stage,
+                  prompt_version=prompt_version, clock=clock)
+    traj = ro.traj
+    try:
+        workdir = _workdir(client, task, image_tag)
+        with de.Sandbox(client, image_tag, owner=run_owner, limits=limits,
+                        environment=task.env("environment"),
+                        labels={"facet.rollout": subject[:128]}) as sb:
+            prep = sb.exec(f"mkdir -p {' '.join(v.LOG_DIRS)} && chmod 777 "
+                           f"{' '.join(v.LOG_DIRS)}", timeout_s=30, user="0")
+            if not prep.ok:
+                raise de.PermanentEngineError(f"could not create /logs: {prep.output[-300:]}")
+            ro.started = clock()
+            try:
+                ro.agent(sb, workdir)
+            except _Stop as stop:
+                traj.stop_reason = stop.reason  # type: ignore[assignment]
+                traj.error = stop.error
+            traj.agent_seconds = clock() - ro.started
+            if traj.stop_reason == "sandbox_killed":
+                traj.reward, traj.passed = 0.0, False
+            else:
+                ro.grade(sb, workdir)
+    except de.SandboxGone as exc:
+        if not traj.turns:
+            # Before the agent ran anything: not the agent's doing.
+            traj.stop_reason = "infra_error"
+            traj.error = f"SandboxGone: {exc}"
+        else:
+            # test.sh (or something the agent left running) got the sandbox killed while
+            # grading: no reward, which Harbor's metrics count as 0.
+            traj.error = traj.error or f"the sandbox was killed while grading: {exc}"
+        traj.reward, traj.passed = None, False
+    except de.DockerEngineError as exc:
+        traj.stop_reason = "infra_error"
+        traj.error = f"{type(exc).__name__}: {exc}"
+        traj.reward, traj.passed, traj.test_results = None, False, []
+    finally:
+        try:
+            de.cleanup_leftovers(client, owner=run_owner)
+        except de.DockerEngineError as exc:
+            log.warning("could not remove the sandboxes of %s: %s", run_owner, exc)
+    traj.total_seconds = clock() - started
+    return traj
+
+
+def trajectory_json(traj: Trajectory) -> str:
+    return json.dumps(traj.to_dict(), indent=2, default=str)
