@@ -33,6 +33,8 @@ api = NinjaAPI(
 
 from scenarios.api import router as scenarios_router  # noqa: E402
 from skills.api import router as skills_router  # noqa: E402
+from tasks.api import router as tasks_router  # noqa: E402
 
 api.add_router("/", skills_router)
 api.add_router("/", scenarios_router)
+api.add_router("/", tasks_router)

@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "facet_site",
     "skills",
     "scenarios",
+    "tasks",
 ]
 
 MIDDLEWARE = [

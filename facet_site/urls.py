@@ -13,6 +13,7 @@ urlpatterns = [
     path("tokens/<int:token_id>/revoke/", views.revoke_token, name="revoke-token"),
     path("skills/", include("skills.urls")),
     path("", include("scenarios.urls")),  # runs/ and repository/
+    path("tasks/", include("tasks.urls")),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
 ]

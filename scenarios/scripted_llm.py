@@ -151,11 +151,140 @@ def consistency(user: str) -> dict:
             "shared_outcome": "/app/out/report.md written", "issues": []}
 
 
+# --- task construction (tasks app) ------------------------------------------------------------
+# A small, real task: total the paid orders per customer (cancelled orders are the distractors,
+# customers.csv the cross-file relation). A scenario whose text carries "facet-test-case: <case>"
+# gets a deliberately broken first answer, so the end-to-end tests exercise each repair path.
+
+def _case(user: str) -> str:
+    m = re.search(r"facet-test-case:\s*([a-z-]+)", user)
+    return m.group(1) if m else ""
+
+
+def _base_image(user: str) -> str:
+    m = re.search(r"FROM (\S+?)`", user)
+    return m.group(1) if m else "facet-base:bookworm"
+
+
+ORDERS_CSV = "order_id,customer_id,amount,status\n1,c1,10,paid\n2,c2,5,paid\n3,c1,7,cancelled\n4,c2,3,paid\n"
+CUSTOMERS_CSV = "customer_id,name\nc1,Ada\nc2,Bob\nc3,Cy\n"
+GOOD_SOLVE = """#!/bin/bash
+set -euo pipefail
+cd /app
+mkdir -p out
+python3 - <<'PY'
+import csv
+names = {r["customer_id"]: r["name"] for r in csv.DictReader(open("data/customers.csv"))}
+totals = {}
+for r in csv.DictReader(open("data/orders.csv")):
+    if r["status"] == "paid":
+        totals[r["customer_id"]] = totals.get(r["customer_id"], 0) + int(r["amount"])
+with open("out/report.csv", "w") as f:
+    f.write("name,total\\n")
+    for c in sorted(totals):
+        f.write(f"{names[c]},{totals[c]}\\n")
+PY
+echo done > out/status.txt
+"""
+GOOD_TEST_SH = """#!/bin/bash
+cd /app
+python3 -m pytest -q -p no:cacheprovider --junitxml=/logs/verifier/junit.xml /tests/test_outputs.py
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+"""
+GOOD_TEST_PY = """from pathlib import Path
+
+
+def test_report_totals_paid_orders_per_customer():
+    assert Path("/app/out/report.csv").read_text() == "name,total\\nAda,10\\nBob,8\\n"
+
+
+def test_cancelled_orders_are_left_out():
+    assert "Ada,17" not in Path("/app/out/report.csv").read_text()
+
+
+def test_status_is_done():
+    assert Path("/app/out/status.txt").read_text().strip() == "done"
+"""
+
+
+def _materialization(user: str, *, broken: str = "") -> dict:
+    base = _base_image(user)
+    if broken == "other-base":
+        base = "debian:bookworm"
+    run_line = "RUN bash /usr/local/bin/facet-init.sh"
+    if broken in ("build-fail", "env-hopeless"):
+        run_line = 'RUN python3 -c "import facet_module_that_does_not_exist"'
+    if broken == "build-hang":
+        run_line = "RUN sleep 300"
+    return {
+        "dockerfile": f"FROM {base}\nWORKDIR /app\nCOPY data/ /app/data/\nCOPY init.sh /usr/local/bin/facet-init.sh\n{run_line}\n",
+        "files": [{"path": "data/orders.csv", "content": ORDERS_CSV}, {"path": "data/customers.csv", "content": CUSTOMERS_CSV}],
+        "init_script": "#!/bin/bash\nset -e\nmkdir -p /app/out\n",
+        "init_checks": ["test -s /app/data/orders.csv", "test -d /app/out"],
+    }
+
+
+def task_manifest(user: str) -> dict:
+    return {"workdir": "/app", "directories": ["/app/data", "/app/out"],
+            "files": [{"path": "/app/data/orders.csv", "purpose": "orders with cancelled distractors", "format": "CSV"},
+                      {"path": "/app/data/customers.csv", "purpose": "customer names by id", "format": "CSV"}],
+            "services": [], "dependencies": ["python3"], "distractors": ["cancelled orders"],
+            "cross_file_relations": ["orders.customer_id -> customers.customer_id"]}
+
+
+def task_materialize(user: str) -> dict:
+    return _materialization(user, broken=_case(user))
+
+
+def task_environment_repair(user: str) -> dict:
+    if _case(user) == "env-hopeless":  # a repair that never finds the fault
+        return {**_materialization(user, broken="env-hopeless"), "diagnosis": "Tried the same module again."}
+    return {**_materialization(user), "diagnosis": "Rebuilt the context from the manifest on the configured base image."}
+
+
+def task_instruction(user: str) -> dict:
+    return {"instruction": "Total the **paid** orders of `/app/data/orders.csv` per customer, using the names in "
+                           "`/app/data/customers.csv`. Write `/app/out/report.csv` with the header `name,total` and one "
+                           "row per customer (sorted by customer id), then write `done` to `/app/out/status.txt`."}
+
+
+def task_solution(user: str) -> dict:
+    if _case(user) == "solution-fail" and "Repair the solution" not in user:
+        return {"solve_sh": "#!/bin/bash\nset -euo pipefail\ncd /app\npython3 -c 'import facet_module_that_does_not_exist'\n"}
+    return {"solve_sh": GOOD_SOLVE}
+
+
+def task_verifier(user: str) -> dict:
+    case = _case(user)
+    if "Repair the verifier" in user:
+        if case == "hopeless":  # a verifier that never accepts anything, a new variant each round
+            tag = hashlib.sha256(user.encode()).hexdigest()[:8]
+            return {"test_sh": GOOD_TEST_SH, "test_py": f"# variant {tag}\n" + GOOD_TEST_PY.replace("Bob,8", "Bob,80")}
+        return {"test_sh": GOOD_TEST_SH, "test_py": GOOD_TEST_PY}
+    if case == "nop-pass":  # only checks the input is there: passes without any work
+        return {"test_sh": GOOD_TEST_SH,
+                "test_py": "from pathlib import Path\n\n\ndef test_orders_exist():\n    assert Path('/app/data/orders.csv').exists()\n"}
+    if case == "hopeless":
+        return {"test_sh": GOOD_TEST_SH, "test_py": GOOD_TEST_PY.replace("Bob,8", "Bob,80")}
+    return {"test_sh": GOOD_TEST_SH, "test_py": GOOD_TEST_PY}
+
+
+def task_joint(user: str) -> dict:
+    return {**task_instruction(user), **task_solution(user), **task_verifier(user)}
+
+
+def task_router(user: str) -> dict:
+    return {"artifact": "verifier", "reason": "the reference solution exits 0 and writes the requested files; the tests expect other values"}
+
+
 RESPONDERS = {
     "HypothesesOut": hypotheses, "JudgeOut": judge, "SkillAnalysisOut": skill_analysis,
     "ScenarioExplorationOut": scenario_exploration, "AssociationFilteringOut": association_filtering,
     "EvolutionRecoveryOut": evolution_recovery, "InformationExpansionOut": information_expansion,
     "DimensionsOut": dimensions, "ReferencesOut": references, "ConsistencyOut": consistency,
+    "ManifestOut": task_manifest, "MaterializationOut": task_materialize, "EnvironmentRepairOut": task_environment_repair,
+    "InstructionOut": task_instruction, "SolutionOut": task_solution, "VerifierOut": task_verifier,
+    "ArtifactsOut": task_joint, "RouterOut": task_router,
 }
 
 

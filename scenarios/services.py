@@ -59,6 +59,8 @@ DEFAULT_CONFIG = {
     # empty values fall back to the FACET_LLM_* environment settings
     # profiles: {"judge": {"model": "...", "temperature": 0}} overrides settings for one stage
     "llm": {"model": "", "provider": "", "cassette": "", "base_url": "", "record": "", "profiles": {}},
+    # task construction (stage 3) settings, read by tasks.services.construction_config
+    "construction": {},
 }
 
 

@@ -5,7 +5,7 @@ targeted repairs that link one version to the next.
 Trials, test results, builds, validations and repair rounds are append-only. A task's `status`
 and `current_version` are the one denormalised summary of them, written by tasks.services only.
 """
-from django.conf import settings
+from django.conf import settings as django_settings
 from django.db import models
 
 
@@ -30,6 +30,7 @@ class Environment(models.Model):
     image_tag = models.CharField(max_length=200, blank=True)
     initial_state = models.JSONField(null=True, blank=True)  # e0, validation.capture_initial_state
     prompt_versions = models.JSONField(default=dict, blank=True)  # stage -> prompt version
+    llm_calls = models.JSONField(default=dict, blank=True)  # stage -> LLMCall id (scenarios.LLMCall)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
@@ -192,7 +193,7 @@ class Validation(models.Model):
     initial_state = models.JSONField(null=True, blank=True)
     settings = models.JSONField(default=dict, blank=True)
     logs_dir = models.CharField(max_length=500, blank=True)
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+    requested_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                      related_name="+")
     claimed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -278,6 +279,7 @@ class RepairRound(models.Model):
                                    related_name="repairs_to")
     outcome = models.CharField(max_length=15, choices=RepairOutcome.choices, default=RepairOutcome.PENDING)
     prompt_version = models.CharField(max_length=40, blank=True)
+    llm_calls = models.JSONField(default=dict, blank=True)  # "router" and the artifact -> LLMCall id
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

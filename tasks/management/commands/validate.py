@@ -1,0 +1,59 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from tasks import services
+from tasks.models import Task, TaskVersion, ValidationStatus
+
+
+class Command(BaseCommand):
+    help = ("Validate task versions in Docker (nop, oracle and partial trials, static checks): one version by id, "
+            "or every queued or waiting validation with --pending. Works for imported tasks too.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("version_id", nargs="?", type=int, help="The task version to validate.")
+        parser.add_argument("--pending", action="store_true", help="Run every queued or waiting validation.")
+        parser.add_argument("--import", dest="import_dir", metavar="TASK_DIR",
+                            help="Import a Harbor task directory as a task first, then validate it.")
+
+    def handle(self, *args, version_id=None, pending=False, import_dir=None, **options):
+        if sum(bool(x) for x in (version_id, pending, import_dir)) != 1:
+            raise CommandError("give one of: VERSION_ID, --pending, --import TASK_DIR")
+        if pending:
+            services.resume_waiting()
+            done = services.validate_pending()
+            for validation in done:
+                self._report(validation)
+            if not done:
+                self.stdout.write("No pending validation.")
+            return
+        if import_dir:
+            try:
+                task = services.import_task_dir(import_dir)
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"{import_dir}: {exc}") from None
+            version = task.current_version
+            self.stdout.write(f"Imported task #{task.pk} as version {version.pk} ({version.content_hash})")
+        else:
+            version = TaskVersion.objects.select_related("task").filter(pk=version_id).first()
+            if version is None:
+                raise CommandError(f"no task version with id {version_id}")
+        validation = services.request_validation(version)
+        result = services.validate(validation.pk)
+        if result is not None and version.task.imported and result.status != ValidationStatus.WAITING_FOR_DOCKER:
+            services.apply_outcome(Task.objects.get(pk=version.task_id), result)
+        self._report(result or validation)
+        if result is not None and result.status == ValidationStatus.WAITING_FOR_DOCKER:
+            raise CommandError(result.reason)
+
+    def _report(self, validation):
+        v = validation.version
+        head = f"Validation #{validation.pk} of {v.task} v{v.number} ({v.content_hash[:19]}): "
+        if validation.status == ValidationStatus.WAITING_FOR_DOCKER:
+            self.stdout.write(self.style.WARNING(head + f"waiting for Docker: {validation.reason}"))
+            return
+        if validation.accepted:
+            self.stdout.write(self.style.SUCCESS(head + "accepted"))
+        else:
+            self.stdout.write(self.style.ERROR(head + f"{validation.failure or validation.status}: {validation.reason}"))
+        for trial in validation.trials.all():
+            self.stdout.write(f"  {trial.name:<10} reward {trial.reward if trial.reward is not None else '-':<5} "
+                              f"{'ok' if trial.passed else 'FAILED ' + trial.failure}  {trial.seconds:.1f}s")
