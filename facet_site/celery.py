@@ -2,9 +2,30 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "facet_site.settings")
 
 app = Celery("facet")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(related_name="jobs")
+
+
+@worker_ready.connect
+def remove_sandboxes_of_dead_workers(**kwargs):
+    """A worker that died mid-trial leaves its sandbox behind; the next worker to start removes
+    sandboxes older than any trial can run (FACET_SANDBOX_MAX_AGE_S, default two hours)."""
+    import logging
+
+    from facet_site.lib import docker_engine as de
+
+    try:
+        client = de.connect()
+    except de.TransientEngineError:
+        return  # no engine here: nothing to clean, and Docker jobs will wait for one
+    try:
+        removed = de.cleanup_leftovers(client, older_than_s=int(os.environ.get("FACET_SANDBOX_MAX_AGE_S", "7200")))
+        if removed:
+            logging.getLogger(__name__).warning("removed %d sandbox containers left by dead workers", removed)
+    finally:
+        client.close()

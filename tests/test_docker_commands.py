@@ -37,3 +37,10 @@ def test_cleanup_removes_labelled_leftovers(engine, capsys):
     assert "Removed" in capsys.readouterr().out
     with pytest.raises(Exception):
         engine.containers.get(container.id)
+
+
+def test_pulling_a_base_image_from_an_unreachable_registry_fails_clearly(engine):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="--pull registry.invalid/facet/base:1: the registry did not answer"):
+        call_command("base-image", "--pull", "registry.invalid/facet/base:1")
