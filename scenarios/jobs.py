@@ -7,7 +7,7 @@ from celery import shared_task
 from facet_site.lib.llm import TransientLLMError
 
 from . import services
-from .models import Stage
+from .models import RunStatus, Stage
 
 RETRY = dict(autoretry_for=(TransientLLMError,), retry_backoff=5, retry_backoff_max=300, retry_jitter=True, max_retries=8)
 
@@ -21,7 +21,13 @@ def _dispatch(kind: str, item_id: int):
 
 @shared_task(name="scenarios.jobs.advance_run")
 def advance_run(run_id: int) -> None:
-    services.advance_run(run_id, dispatch=_dispatch)
+    run = services.advance_run(run_id, dispatch=_dispatch)
+    # A finished run goes on into task construction unless its config says "construction": {"auto": false};
+    # advance_construction is idempotent, so a repeated message does no harm.
+    if run.status == RunStatus.SUCCEEDED and (run.config.get("construction") or {}).get("auto", True):
+        from tasks import jobs as task_jobs
+
+        task_jobs.advance_construction.delay(run_id)
 
 
 @shared_task(name="scenarios.jobs.retrieve")

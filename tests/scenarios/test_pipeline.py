@@ -199,3 +199,21 @@ def test_a_stage_profile_overrides_the_model_for_that_stage(corpus, tmp_path):
         run = services.execute_run_inline(run.pk)
     assert set(LLMCall.objects.filter(run=run, stage="judge").values_list("model", flat=True)) == {"strong-model"}
     assert set(LLMCall.objects.filter(run=run, stage="hypotheses").values_list("model", flat=True)) == {"small-model"}
+
+
+def test_a_run_finished_on_the_workers_goes_on_into_construction(corpus, monkeypatch):
+    from scenarios import jobs
+    from tasks import jobs as task_jobs
+
+    queued = []
+    monkeypatch.setattr(task_jobs.advance_construction, "delay", lambda run_id: queued.append(run_id))
+    run = services.start_run(name="auto", enqueue=False, config={"construction": {"auto": True}})
+    run.status = RunStatus.SUCCEEDED
+    run.save(update_fields=["status"])
+    jobs.advance_run(run.pk)
+    assert queued == [run.pk]
+    opted_out = services.start_run(name="manual", enqueue=False, config={"construction": {"auto": False}})
+    opted_out.status = RunStatus.SUCCEEDED
+    opted_out.save(update_fields=["status"])
+    jobs.advance_run(opted_out.pk)
+    assert queued == [run.pk]

@@ -20,7 +20,9 @@ def test_a_run_started_from_the_api_service_finishes_on_a_worker(celery_worker, 
     assert recorded.status == RunStatus.SUCCEEDED
 
     run = services.start_run(name="on a worker", config={
-        "limits": {"max_pairs": 8}, "llm": {"provider": "replay", "cassette": str(cassette), "model": "scripted"}})
+        "limits": {"max_pairs": 8}, "llm": {"provider": "replay", "cassette": str(cassette), "model": "scripted"},
+        "construction": {"auto": False},  # this test stops at the repository; tests/tasks covers construction
+    })
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         run.refresh_from_db()
