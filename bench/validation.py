@@ -485,7 +485,7 @@ def instrument(profile: Profile) -> None:
     profile.wrap(sb, "_new_oom_kill", lambda a, k: "oom check")
     profile.wrap(v, "static_checks", lambda a, k: "static_checks")
     profile.wrap(v, "derive_partial_solutions", lambda a, k: "derive_partial_solutions (bash -n)")
-    profile.wrap(v, "_image_workdir", lambda a, k: "image inspect (workdir)")
+    profile.wrap(v, "image_workdir_of", lambda a, k: "image inspect (workdir)")
     profile.wrap(de, "build_image", lambda a, k: "build_image (cached lookup)")
     profile.wrap(de, "cleanup_leftovers", lambda a, k: "cleanup_leftovers (list by owner)")
     profile.wrap(v.TaskFiles, "__init__", lambda a, k: "read task files")

@@ -100,10 +100,7 @@ def _owner() -> str:
 
 
 def _cap(text: str, limit: int = LOG_CAP) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - limit} characters left out ...]\n{text[-half:]}"
+    return val.cap_text(text, limit)
 
 
 def data_dir(*parts) -> Path:

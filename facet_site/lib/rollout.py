@@ -691,15 +691,6 @@ _CONTROL_KEYS = re.compile(r"^(C-[a-z\\\]]|M-[a-z]|Escape|Enter|Tab|Up|Down|Left
                            r"[\x03\x04\x1a])$", re.I)
 
 
-def _cap(text: str, limit: int) -> str:
-    # Head and tail: errors tend to be at the end, the context for them at the start.
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return (text[:half] + f"\n[facet: {len(text) - 2 * half} characters omitted]\n"
-            + text[-half:])
-
-
 def _wrap(command: str, cwd: str) -> str:
     # Start where the last command ended, and report where this one ends: the EXIT trap runs
     # on `exit` and errors too, and keeps the command's own exit status.
@@ -737,12 +728,11 @@ def _tokens_of(record: Any) -> tuple[int, int]:
 
 
 def _workdir(client: docker.DockerClient, task: v.TaskFiles, image_tag: str) -> str | None:
-    # Equivalent of validation's private _image_workdir: task.toml's workdir, else the image's.
+    # task.toml's workdir, else the image's
     configured = task.section("environment").get("workdir")
     if isinstance(configured, str) and configured:
         return configured
-    image = de.find_image(client, image_tag)
-    return ((image.attrs.get("Config") or {}).get("WorkingDir") if image else None) or None
+    return v.image_workdir_of(client, image_tag) or None
 
 
 class _Rollout:
@@ -901,7 +891,7 @@ class _Rollout:
         output, cwd = _split_cwd(result.output)
         if cwd:
             self.cwd = cwd
-        run.output = _cap(output, self.max_output_chars)
+        run.output = v.cap_text(output, self.max_output_chars)
         run.exit_code = result.exit_code
         run.seconds = result.seconds
         run.timed_out = result.timed_out
@@ -951,7 +941,7 @@ class _Rollout:
                          workdir=workdir, env=self.task.env("verifier") or None,
                          user=self.task.user("verifier"))
         self.traj.verifier_exit_code = result.exit_code
-        self.traj.verifier_output = _cap(result.output, 16 * de.KiB)
+        self.traj.verifier_output = v.cap_text(result.output, 16 * de.KiB)
         if result.timed_out:
             self.traj.error = f"test.sh did not finish within {self.verifier_timeout_s:g} s"
         contents = self.read_verifier_logs(sb)
@@ -963,17 +953,12 @@ class _Rollout:
         self.traj.passed = reward is not None and reward >= 1.0
         # JUnit first (pytest --junitxml), CTRF as the fallback, as validation does.
         for name in sorted(contents, key=lambda n: (not n.lower().endswith(".xml"), n)):
-            lower = name.lower()
             try:
-                if lower.endswith(".xml"):
-                    parsed = v.parse_junit_xml(contents[name])
-                elif lower.endswith(".json") and lower != "reward.json" and (
-                        b'"results"' in contents[name][:4096] or "ctrf" in lower):
-                    parsed = v.parse_ctrf_json(contents[name])
-                else:
-                    continue
+                parsed = v.results_from_file(name, contents[name])
             except v.ResultsParseError as exc:
                 log.info("rollout %s: %s unreadable: %s", self.subject, name, exc)
+                continue
+            if parsed is None:
                 continue
             self.traj.test_results, self.traj.test_results_source = parsed, name
             break
@@ -1061,7 +1046,7 @@ def run_rollout(
     traj = ro.traj
     try:
         workdir = _workdir(client, task, image_tag)
-        with de.Sandbox(client, image_tag, owner=run_owner, limits=limits,
+        with de.Sandbox(client, image_tag, owner=run_owner, limits=v.task_limits(task, limits),
                         environment=task.env("environment"),
                         labels={"facet.rollout": subject[:128]}) as sb:
             prep = sb.exec(f"mkdir -p {' '.join(v.LOG_DIRS)} && chmod 777 "

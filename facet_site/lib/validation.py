@@ -142,7 +142,7 @@ class ValidationReport:
         data = asdict(self)
         data["build"] = asdict(self.build) if self.build else None
         if data["build"]:
-            data["build"]["log"] = _cap_text(data["build"]["log"], 16 * de.KiB)
+            data["build"]["log"] = cap_text(data["build"]["log"], 16 * de.KiB)
         return data
 
 
@@ -395,7 +395,7 @@ def parse_ctrf_json(data: bytes) -> list[dict]:
     return results
 
 
-def _parse_results_file(name: str, data: bytes) -> list[dict] | None:
+def results_from_file(name: str, data: bytes) -> list[dict] | None:
     lower = name.lower()
     if lower.endswith(".xml"):
         return parse_junit_xml(data)
@@ -475,7 +475,7 @@ def derive_partial_solutions(solve_sh: str, max_count: int = 3) -> list[str]:
 # Helpers
 
 
-def _cap_text(text: str, limit: int) -> str:
+def cap_text(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     half = limit // 2
@@ -494,7 +494,7 @@ def _resolve_env(table: Any) -> dict[str, str]:
     return {str(k): _ENV_REF.sub(lambda m: m.group(2) or "", str(v)) for k, v in table.items()}
 
 
-def _task_limits(task: TaskFiles, ceiling: de.SandboxLimits) -> de.SandboxLimits:
+def task_limits(task: TaskFiles, ceiling: de.SandboxLimits) -> de.SandboxLimits:
     """The ceiling, lowered to what task.toml asks for (cpus, memory_mb or memory "2G")."""
     env = task.section("environment")
     cpus = env.get("cpus")
@@ -518,7 +518,7 @@ def _effective_timeout(explicit: float | None, from_task: float | None, cap: flo
     return min(from_task if from_task is not None else cap, cap)
 
 
-def _image_workdir(client: docker.DockerClient, image_tag: str) -> str:
+def image_workdir_of(client: docker.DockerClient, image_tag: str) -> str:
     image = de.find_image(client, image_tag)
     workdir = ((image.attrs.get("Config") or {}).get("WorkingDir") if image else "") or ""
     return workdir
@@ -701,7 +701,7 @@ class _Validation:
                                env=env, user=self.task.user("agent"))
             result.solution_exit_code = solution.exit_code
             result.solution_seconds = solution.seconds
-            result.solution_output = _cap_text(solution.output, self.report_output_bytes)
+            result.solution_output = cap_text(solution.output, self.report_output_bytes)
             if logs is not None:
                 (logs / "solution.log").write_text(solution.output)
             after = sb.snapshot(self.roots + [VERIFIER_LOGS])
@@ -722,7 +722,7 @@ class _Validation:
                            user=self.task.user("verifier"))
         result.verifier_exit_code = verifier.exit_code
         result.verifier_seconds = verifier.seconds
-        result.verifier_output = _cap_text(verifier.output, self.report_output_bytes)
+        result.verifier_output = cap_text(verifier.output, self.report_output_bytes)
         if logs is not None:
             (logs / "verifier.log").write_text(verifier.output)
         self._read_verifier_logs(sb, result, logs)
@@ -790,7 +790,7 @@ class _Validation:
         # JUnit first (what pytest --junitxml writes), CTRF as the fallback.
         for name in sorted(contents, key=lambda n: (not n.lower().endswith(".xml"), n)):
             try:
-                parsed = _parse_results_file(name, contents[name])
+                parsed = results_from_file(name, contents[name])
             except ResultsParseError as exc:
                 self.findings.append(_finding("results_unreadable", "warning",
                                               f"{VERIFIER_LOGS}/{name}: {exc}"))
@@ -894,7 +894,7 @@ def validate_task(
         task_build_s = HARBOR_DEFAULT_TIMEOUT_S
     build_timeout = _effective_timeout(timeouts.build_s, float(task_build_s),
                                        timeouts.max_build_s)
-    effective_limits = _task_limits(task, limits)
+    effective_limits = task_limits(task, limits)
     settings = {"solution_timeout_s": solution_timeout, "verifier_timeout_s": verifier_timeout,
                 "build_timeout_s": build_timeout, "limits": asdict(effective_limits),
                 "owner": run_owner}
@@ -939,7 +939,7 @@ def validate_task(
     except de.BuildFailed as exc:  # BuildTimeout included
         report.build_seconds = time.monotonic() - build_started
         report.failure, report.reason = BUILD_FAILED, str(exc)
-        report.build_log = _cap_text(exc.log, 64 * de.KiB)
+        report.build_log = cap_text(exc.log, 64 * de.KiB)
         if logs_dir is not None:
             (logs_dir / "build.log").write_text(exc.log)
         return finish()
@@ -948,14 +948,14 @@ def validate_task(
         return finish()
     report.build, report.image_tag = build, build.image_tag
     report.build_seconds = time.monotonic() - build_started
-    report.build_log = _cap_text(build.log, 16 * de.KiB)
+    report.build_log = cap_text(build.log, 16 * de.KiB)
     if logs_dir is not None:
         (logs_dir / "build.log").write_text(
             build.log or f"[facet: {build.image_tag} was already built; nothing ran]\n")
 
     workdir = task.section("environment").get("workdir")
     workdir = str(workdir) if isinstance(workdir, str) and workdir else None
-    image_workdir = _image_workdir(client, build.image_tag)
+    image_workdir = image_workdir_of(client, build.image_tag)
     settings["workdir"] = workdir or image_workdir or "/"
     validation = _Validation(
         client, task, build.image_tag, owner=run_owner, limits=effective_limits,
