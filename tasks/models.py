@@ -95,6 +95,15 @@ LLM_STEPS = {Step.ENVIRONMENT, Step.ENVIRONMENT_REPAIR, Step.ARTIFACTS, Step.REP
 DOCKER_STEPS = {Step.BUILD, Step.VALIDATE}
 
 
+class ReviewState(models.TextChoices):
+    """Where human review of the task's current version stands (from the decisions on its hash)."""
+
+    UNREVIEWED = "unreviewed", "Not reviewed"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    NEEDS_FIX = "needs_fix", "Needs fix"
+
+
 class Task(models.Model):
     """A task bundle T = (I, E, S, V, M) under construction, or an imported one."""
 
@@ -115,6 +124,18 @@ class Task(models.Model):
     # set while one worker holds the task's current step; cleared when the step is recorded
     claimed_at = models.DateTimeField(null=True, blank=True)
     imported = models.BooleanField(default=False)
+    source = models.CharField(max_length=300, blank=True)  # imported: the dataset, archive or directory it came from
+
+    # The review summary, denormalised in one place (tasks.review.refresh_summary) from the
+    # decisions, the current version's trials, the repairs and the rollouts, so that the task list
+    # filters and sorts 10,000+ tasks on indexed columns. A test checks it against the records.
+    review_state = models.CharField(max_length=12, choices=ReviewState.choices, default=ReviewState.UNREVIEWED)
+    n_tests = models.PositiveSmallIntegerField(null=True, blank=True)  # tests in the current version's oracle trial
+    repair_rounds = models.PositiveSmallIntegerField(default=0)
+    pass_rate = models.FloatField(null=True, blank=True)  # rollouts of the current version: passed / finished
+    n_rollouts = models.PositiveIntegerField(default=0)
+    search_document = models.TextField(blank=True, editable=False)  # name + current instruction, for search
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -128,6 +149,7 @@ class Task(models.Model):
         indexes = [
             models.Index(fields=["run", "status"], name="task_run_status_idx"),  # funnel and run progress
             models.Index(fields=["status", "step"], name="task_status_step_idx"),  # task list filter, resume
+            models.Index(fields=["review_state", "status"], name="task_review_state_idx"),  # review queue, list
         ]
 
     def __str__(self):
@@ -195,6 +217,7 @@ class Validation(models.Model):
     logs_dir = models.CharField(max_length=500, blank=True)
     requested_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                      related_name="+")
+    recheck = models.ForeignKey("Recheck", null=True, blank=True, on_delete=models.SET_NULL, related_name="validations")
     claimed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -285,3 +308,299 @@ class RepairRound(models.Model):
     class Meta:
         ordering = ["task_id", "number"]
         constraints = [models.UniqueConstraint(fields=["task", "number"], name="repair_unique_number")]
+
+
+class LabelKind(models.TextChoices):
+    TAG = "tag", "Skill tag"  # the skills' slugs, as task.toml's tags
+    CATEGORY = "category", "Category"  # fine-grained taxonomy slug
+    DOMAIN = "domain", "Top-level category"
+    FAMILY = "family", "Task family"  # derived from categories by a configurable mapping
+
+
+class TaskLabel(models.Model):
+    """One tag, category, top-level category or family of a task (from its skills, or from an
+    imported task.toml). A table rather than a JSON list so per-tag aggregates are GROUP BYs."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="labels")
+    kind = models.CharField(max_length=10, choices=LabelKind.choices)
+    value = models.CharField(max_length=200)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "kind", "value"], name="tasklabel_unique")]
+        indexes = [models.Index(fields=["kind", "value"], name="tasklabel_kind_value_idx")]
+
+
+# --- review (decisions, audit, locks, saved views, executable re-checks) -----------------------
+
+
+class Verdict(models.TextChoices):
+    APPROVE = "approve", "Approve"
+    REJECT = "reject", "Reject"
+    NEEDS_FIX = "needs_fix", "Needs fix"
+
+
+class RejectReason(models.TextChoices):
+    UNDER_SPECIFIED = "under_specified", "Under-specified instruction"
+    PASSES_WITHOUT_SOLUTION = "passes_without_solution", "Verifier passes without the solution"
+    TOO_STRICT = "too_strict", "Verifier too strict"
+    FLAKY = "flaky", "Flaky"
+    LEAKS_ANSWER = "leaks_answer", "Leaks the answer"
+    INFEASIBLE = "infeasible", "Infeasible"
+    DUPLICATE = "duplicate", "Duplicate"
+    UNSAFE = "unsafe", "Unsafe"
+    OTHER = "other", "Other"
+
+
+class Decision(models.Model):
+    """A reviewer's decision on one task version (append-only). It is bound to the version's
+    content hash: a new version has no decision until someone decides again."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="decisions")
+    version = models.ForeignKey(TaskVersion, on_delete=models.CASCADE, related_name="decisions")
+    content_hash = models.CharField(max_length=80)
+    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    reason = models.CharField(max_length=30, choices=RejectReason.choices, blank=True)
+    comment = models.TextField(blank=True)
+    author = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    bulk = models.BooleanField(default=False)  # made by a bulk action on a filtered selection
+    # set on a compensating entry written by undo: it withdraws that decision
+    withdraws = models.OneToOneField("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="withdrawn_by")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["task", "content_hash"], name="decision_task_hash_idx"),
+            models.Index(fields=["created_at"], name="decision_created_idx"),  # throughput
+        ]
+
+
+class AuditEvent(models.Model):
+    """Every change a person makes (decisions, overrides, bulk actions, locks taken over,
+    exports, imports), with before and after values. Append-only; undo writes a compensating
+    event that names the one it undoes."""
+
+    actor = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=40)
+    object_type = models.CharField(max_length=40)  # "task", "decision", "export", ...
+    object_id = models.CharField(max_length=40)
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    undoes = models.OneToOneField("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="undone_by")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["object_type", "object_id"], name="audit_object_idx")]
+
+
+class ReviewLock(models.Model):
+    """Who is reviewing a task right now. Taken with a conditional write, reclaimed after
+    FACET_REVIEW_LOCK_MINUTES, so two reviewers never get the same task from the queue."""
+
+    task = models.OneToOneField(Task, on_delete=models.CASCADE, related_name="review_lock")
+    holder = models.ForeignKey(django_settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    acquired_at = models.DateTimeField()
+
+
+class SavedView(models.Model):
+    """A named task-list view: its query string (filters, sort, columns). Shared views are
+    visible to everyone; the URL itself is always shareable."""
+
+    name = models.CharField(max_length=120)
+    owner = models.ForeignKey(django_settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_views")
+    query = models.TextField(blank=True)
+    shared = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="savedview_unique_name")]
+
+
+class CheckKind(models.TextChoices):
+    REVALIDATE = "revalidate", "Re-validation"
+    FLAKINESS = "flakiness", "Flakiness check"
+
+
+class RecheckStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    ERROR = "error", "Error"
+
+
+class Recheck(models.Model):
+    """A reviewer's executable re-check of one version: one re-validation, or N for flakiness.
+    Its validations (Validation.recheck) hold the trials; the result is derived from them."""
+
+    version = models.ForeignKey(TaskVersion, on_delete=models.CASCADE, related_name="rechecks")
+    kind = models.CharField(max_length=12, choices=CheckKind.choices)
+    runs = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=10, choices=RecheckStatus.choices, default=RecheckStatus.QUEUED)
+    requested_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+
+# --- rollouts ------------------------------------------------------------------------------------
+
+
+class BatchStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    CANCELLED = "cancelled", "Cancelled"
+    FAILED = "failed", "Failed"
+
+
+class RolloutBatch(models.Model):
+    """k attempts per task by one model (built-in Terminus-2-style runner), or the trials of an
+    imported Harbor job (any agent)."""
+
+    name = models.CharField(max_length=200)
+    source = models.CharField(max_length=10, default="builtin")  # builtin | harbor
+    run = models.ForeignKey("scenarios.SynthesisRun", null=True, blank=True, on_delete=models.SET_NULL,
+                            related_name="rollout_batches")
+    model = models.CharField(max_length=200, blank=True)
+    agent = models.CharField(max_length=100, default="terminus-2")
+    attempts = models.PositiveSmallIntegerField(default=3)  # k
+    max_turns = models.PositiveSmallIntegerField(default=30)
+    timeout_s = models.PositiveIntegerField(default=900)
+    selection = models.JSONField(default=dict, blank=True)  # the task filter or ids it was started on
+    config = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=10, choices=BatchStatus.choices, default=BatchStatus.QUEUED)
+    message = models.TextField(blank=True)
+    report = models.JSONField(default=dict, blank=True)  # harbor import: matched, unmatched, errors
+    created_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+
+class TrajectoryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    ERROR = "error", "Error"
+    WAITING_FOR_DOCKER = "waiting_for_docker", "Waiting for Docker"
+
+
+class Trajectory(models.Model):
+    """One attempt of one agent at one task version; graded by the version's verifier (trial)."""
+
+    batch = models.ForeignKey(RolloutBatch, on_delete=models.CASCADE, related_name="trajectories")
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="trajectories")
+    version = models.ForeignKey(TaskVersion, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="trajectories")
+    attempt = models.PositiveSmallIntegerField(default=0)
+    model = models.CharField(max_length=200, blank=True)
+    agent = models.CharField(max_length=100, blank=True)
+    status = models.CharField(max_length=20, choices=TrajectoryStatus.choices, default=TrajectoryStatus.PENDING)
+    reward = models.FloatField(null=True, blank=True)
+    passed = models.BooleanField(null=True)  # strict: reward == 1
+    failure = models.CharField(max_length=40, blank=True)  # why it did not pass (agent timeout, tests failed, ...)
+    message = models.TextField(blank=True)
+    trial = models.OneToOneField(Trial, null=True, blank=True, on_delete=models.SET_NULL, related_name="trajectory")
+    n_turns = models.PositiveSmallIntegerField(default=0)
+    seconds = models.FloatField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    source_path = models.CharField(max_length=500, blank=True)  # harbor import: the trial directory
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["batch", "task", "attempt"], name="trajectory_unique_attempt")]
+        indexes = [
+            models.Index(fields=["task", "status"], name="trajectory_task_status_idx"),
+            models.Index(fields=["batch", "status"], name="trajectory_batch_status_idx"),
+        ]
+
+
+class Turn(models.Model):
+    """One turn of a trajectory: the model's analysis and commands, their capped outputs."""
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="turns")
+    index = models.PositiveSmallIntegerField()
+    analysis = models.TextField(blank=True)
+    plan = models.TextField(blank=True)
+    commands = models.JSONField(default=list, blank=True)  # [{"keystrokes": ..., "duration": ...}]
+    output = models.TextField(blank=True)  # terminal output the model saw next (capped)
+    state = models.CharField(max_length=20, blank=True)  # lib.rollout turn_state: observation | action | ...
+    task_complete = models.BooleanField(default=False)
+    seconds = models.FloatField(default=0)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    llm_call = models.ForeignKey("scenarios.LLMCall", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+")
+
+    class Meta:
+        ordering = ["trajectory_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["trajectory", "index"], name="turn_unique_index")]
+
+
+# --- datasets in and out -------------------------------------------------------------------------
+
+
+class ExportStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class Export(models.Model):
+    """One dataset export job: the task-list filter it honours, its progress and its archive."""
+
+    name = models.CharField(max_length=200)
+    query = models.TextField(blank=True)  # the task-list query string; empty = approved versions
+    options = models.JSONField(default=dict, blank=True)  # formats: harbor, manifest, hf, sft
+    status = models.CharField(max_length=10, choices=ExportStatus.choices, default=ExportStatus.QUEUED)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    archive_path = models.CharField(max_length=500, blank=True)
+    archive_sha256 = models.CharField(max_length=64, blank=True)
+    archive_bytes = models.BigIntegerField(default=0)
+    error = models.TextField(blank=True)
+    summary = models.JSONField(default=dict, blank=True)  # counts, categories
+    created_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+
+class TaskImport(models.Model):
+    """One import of Harbor task directories, datasets or archives (also Terminal-Bench 1.x):
+    what was imported and, per task, what was refused and why."""
+
+    source = models.CharField(max_length=500)
+    status = models.CharField(max_length=10, choices=ExportStatus.choices, default=ExportStatus.QUEUED)
+    upload_path = models.CharField(max_length=500, blank=True)
+    imported = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0)  # already present (same content hash)
+    problems = models.JSONField(default=list, blank=True)  # [{"task": ..., "file": ..., "field": ..., "error": ...}]
+    tasks = models.ManyToManyField(Task, blank=True, related_name="imports")
+    created_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]

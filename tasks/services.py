@@ -36,7 +36,7 @@ from scenarios import llm as scenario_llm
 from scenarios.models import Consistency, Scenario, Strategy, SynthesisRun
 from scenarios.services import pair_subject
 
-from . import outputs
+from . import outputs, summary
 from .apps import base_image
 from .models import (
     ArtifactKind,
@@ -44,6 +44,7 @@ from .models import (
     Environment,
     EnvironmentBuild,
     EnvironmentStatus,
+    FINAL_STATUSES,
     RepairOutcome,
     RepairRound,
     Step,
@@ -231,7 +232,8 @@ def import_task_dir(path: Path, *, name: str | None = None) -> Task:
         version = create_version(task, files)
         Task.objects.filter(pk=task.pk).update(current_version=version)
     task.refresh_from_db()
-    return task
+    summary.set_labels(task)
+    return summary.refresh_summary(task)
 
 
 # --- creating tasks for a run -------------------------------------------------------------------
@@ -246,8 +248,9 @@ def create_tasks(run: SynthesisRun) -> int:
             continue
         with transaction.atomic():
             env = Environment.objects.create(scenario=scenario)
-            Task.objects.create(scenario=scenario, run=run, environment=env, strategy=run.strategy,
-                                name=(scenario.title or f"Scenario {scenario.pk}")[:200])
+            task = Task.objects.create(scenario=scenario, run=run, environment=env, strategy=run.strategy,
+                                       name=(scenario.title or f"Scenario {scenario.pk}")[:200])
+            summary.set_labels(task)
         created += 1
     return created
 
@@ -268,6 +271,8 @@ def _move(task: Task, step: str, *, status: str | None = None, **fields) -> None
     # update() skips auto_now, hence updated_at by hand
     Task.objects.filter(pk=task.pk).update(step=step, status=status, claimed_at=None, updated_at=timezone.now(),
                                            **fields)
+    if "current_version" in fields or status in FINAL_STATUSES:
+        summary.refresh_summary(task.pk)
 
 
 def _release(task: Task, message: str, *, status: str | None = None) -> None:
