@@ -34,7 +34,13 @@ api = NinjaAPI(
 from scenarios.api import router as scenarios_router  # noqa: E402
 from skills.api import router as skills_router  # noqa: E402
 from tasks.api import router as tasks_router  # noqa: E402
+from tasks.dataset_api import router as dataset_router  # noqa: E402
+from tasks.review_api import router as review_router  # noqa: E402
+from tasks.rollout_api import router as rollout_router  # noqa: E402
 
 api.add_router("/", skills_router)
 api.add_router("/", scenarios_router)
 api.add_router("/", tasks_router)
+api.add_router("/", review_router)
+api.add_router("/", rollout_router)
+api.add_router("/", dataset_router)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import analytics_views, dataset_views, review_views, views
 
 app_name = "tasks"
 urlpatterns = [
@@ -10,3 +10,5 @@ urlpatterns = [
     path("trials/<int:trial_id>/logs/<str:name>", views.trial_log, name="trial-log"),
     path("builds/<int:build_id>/log", views.build_log, name="build-log"),
 ]
+# review (decisions, queue, bulk, audit, overview), analytics and rollouts, datasets in and out
+urlpatterns += review_views.urlpatterns + analytics_views.urlpatterns + dataset_views.urlpatterns
