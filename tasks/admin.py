@@ -1,6 +1,26 @@
 from django.contrib import admin
 
-from .models import Environment, EnvironmentBuild, RepairRound, Task, TaskVersion, TestResult, Trial, Validation
+from .models import (
+    AuditEvent,
+    Decision,
+    Environment,
+    EnvironmentBuild,
+    Export,
+    Recheck,
+    RepairRound,
+    ReviewLock,
+    RolloutBatch,
+    SavedView,
+    Task,
+    TaskImport,
+    TaskLabel,
+    TaskVersion,
+    TestResult,
+    Trajectory,
+    Trial,
+    Turn,
+    Validation,
+)
 
 
 class ReadOnly(admin.ModelAdmin):
@@ -64,3 +84,77 @@ class TrialAdmin(ReadOnly):
 class RepairRoundAdmin(ReadOnly):
     list_display = ["pk", "task", "number", "failure", "artifact", "routed_by", "outcome"]
     list_filter = ["artifact", "failure", "outcome"]
+
+
+@admin.register(TaskLabel)
+class TaskLabelAdmin(admin.ModelAdmin):
+    list_display = ["pk", "task", "kind", "value"]
+    list_filter = ["kind"]
+    search_fields = ["value"]
+    raw_id_fields = ["task"]
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReadOnly):
+    """Append-only: a decision is withdrawn by a compensating one (undo), never edited."""
+
+    list_display = ["pk", "task", "verdict", "reason", "author", "bulk", "withdraws", "created_at"]
+    list_filter = ["verdict", "reason", "bulk"]
+    search_fields = ["task__name", "comment", "content_hash"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnly):
+    list_display = ["pk", "actor", "action", "object_type", "object_id", "task", "undoes", "created_at"]
+    list_filter = ["action", "object_type"]
+
+
+@admin.register(ReviewLock)
+class ReviewLockAdmin(admin.ModelAdmin):
+    list_display = ["task", "holder", "acquired_at"]
+    raw_id_fields = ["task"]
+
+
+@admin.register(SavedView)
+class SavedViewAdmin(admin.ModelAdmin):
+    list_display = ["pk", "name", "owner", "shared", "query", "created_at"]
+    list_filter = ["shared"]
+
+
+@admin.register(Recheck)
+class RecheckAdmin(ReadOnly):
+    list_display = ["pk", "version", "kind", "runs", "status", "requested_by", "created_at", "finished_at"]
+    list_filter = ["kind", "status"]
+
+
+@admin.register(RolloutBatch)
+class RolloutBatchAdmin(admin.ModelAdmin):
+    list_display = ["pk", "name", "source", "model", "agent", "attempts", "status", "created_at"]
+    list_filter = ["source", "status"]
+
+
+class TurnInline(admin.TabularInline):
+    model = Turn
+    extra = 0
+    can_delete = False
+    fields = ["index", "state", "task_complete", "seconds", "prompt_tokens", "completion_tokens"]
+    readonly_fields = fields
+
+
+@admin.register(Trajectory)
+class TrajectoryAdmin(ReadOnly):
+    list_display = ["pk", "batch", "task", "attempt", "model", "status", "reward", "passed", "n_turns"]
+    list_filter = ["status", "passed", "model"]
+    inlines = [TurnInline]
+
+
+@admin.register(Export)
+class ExportAdmin(ReadOnly):
+    list_display = ["pk", "name", "status", "done", "total", "archive_bytes", "created_by", "created_at"]
+    list_filter = ["status"]
+
+
+@admin.register(TaskImport)
+class TaskImportAdmin(ReadOnly):
+    list_display = ["pk", "source", "status", "imported", "skipped", "created_by", "created_at"]
+    list_filter = ["status"]
