@@ -1,4 +1,160 @@
-"""(scaffold) JSON API routes of this part of the tasks app, mounted by facet_site/api.py."""
-from ninja import Router
+"""JSON API for datasets in and out, mounted by facet_site/api.py: create an export of a task
+filter and follow it, download its archive; upload tasks to import and follow the import.
+Everyone signed in reads and downloads; reviewers and admins create."""
+from datetime import datetime
+from pathlib import Path
 
-router = Router(tags=["tasks"])
+from django.http import FileResponse
+from django.shortcuts import get_object_or_404
+from ninja import File, Form, Router, Schema, Status
+from ninja.errors import HttpError
+from ninja.files import UploadedFile
+from ninja.pagination import PageNumberPagination, paginate
+
+from facet_site.roles import can_review
+
+from . import datasets
+from .models import Export, ExportStatus, TaskImport
+
+router = Router(tags=["datasets"])
+
+
+class ExportIn(Schema):
+    query: str = ""  # the task list's query string; empty: the approved tasks
+    parts: list[str] = list(datasets.PARTS)
+    name: str = ""
+
+
+class ExportOut(Schema):
+    id: int
+    name: str
+    query: str
+    parts: list[str]
+    status: str
+    done: int
+    total: int
+    archive_sha256: str
+    archive_bytes: int
+    error: str
+    summary: dict
+    download_url: str | None = None
+    created_by: str | None = None
+    created_at: datetime
+    finished_at: datetime | None = None
+
+
+class ProblemOut(Schema):
+    task: str | None = None
+    file: str | None = None
+    field: str | None = None
+    line: int | None = None
+    error: str
+
+
+class ImportOut(Schema):
+    id: int
+    source: str
+    status: str
+    imported: int
+    skipped: int
+    problems: list[ProblemOut]
+    task_ids: list[int]
+    created_by: str | None = None
+    created_at: datetime
+    finished_at: datetime | None = None
+
+
+def export_out(export: Export) -> dict:
+    return {
+        "id": export.pk, "name": export.name, "query": export.query, "parts": (export.options or {}).get("parts", []),
+        "status": export.status, "done": export.done, "total": export.total, "archive_sha256": export.archive_sha256,
+        "archive_bytes": export.archive_bytes, "error": export.error, "summary": export.summary,
+        "download_url": f"/api/exports/{export.pk}/archive" if export.status == ExportStatus.DONE else None,
+        "created_by": export.created_by.get_username() if export.created_by_id else None,
+        "created_at": export.created_at, "finished_at": export.finished_at,
+    }
+
+
+def import_out(task_import: TaskImport) -> dict:
+    return {
+        "id": task_import.pk, "source": task_import.source, "status": task_import.status,
+        "imported": task_import.imported, "skipped": task_import.skipped, "problems": task_import.problems,
+        "task_ids": sorted(task_import.tasks.values_list("id", flat=True)),
+        "created_by": task_import.created_by.get_username() if task_import.created_by_id else None,
+        "created_at": task_import.created_at, "finished_at": task_import.finished_at,
+    }
+
+
+class _Lazy:
+    def __init__(self, qs, serialise):
+        self.qs, self.serialise = qs, serialise
+
+    def count(self):
+        return self.qs.count()
+
+    def __len__(self):
+        return self.count()
+
+    def __getitem__(self, item):
+        return [self.serialise(row) for row in self.qs[item]]
+
+
+def _reviewer(request) -> None:
+    if not can_review(request.auth):
+        raise HttpError(403, "Only reviewers and admins may create exports and imports.")
+
+
+@router.post("/exports", response={202: ExportOut}, summary="Export the tasks a task-list filter selects (reviewers)")
+def create_export(request, payload: ExportIn):
+    _reviewer(request)
+    try:
+        export = datasets.create_export(query=payload.query, parts=payload.parts, user=request.auth, name=payload.name)
+    except datasets.ExportError as exc:
+        raise HttpError(422, str(exc)) from None
+    return Status(202, export_out(export))
+
+
+@router.get("/exports", response=list[ExportOut], summary="Exports, newest first")
+@paginate(PageNumberPagination, page_size=50)
+def list_exports(request):
+    return _Lazy(Export.objects.select_related("created_by").order_by("-id"), export_out)
+
+
+@router.get("/exports/{int:export_id}", response=ExportOut, summary="One export: progress, summary, checksum")
+def get_export(request, export_id: int):
+    return export_out(get_object_or_404(Export.objects.select_related("created_by"), pk=export_id))
+
+
+@router.get("/exports/{int:export_id}/archive", summary="Download the export's .tar.gz")
+def download_export(request, export_id: int):
+    export = get_object_or_404(Export, pk=export_id)
+    if export.status != ExportStatus.DONE or not export.archive_path:
+        raise HttpError(409, f"export {export.pk} is {export.status}; no archive yet")
+    file = Path(export.archive_path).resolve()
+    if not file.is_file() or not file.is_relative_to(datasets.archive_dir().resolve()):
+        raise HttpError(410, f"export {export.pk}: the archive is no longer on disk")
+    return FileResponse(open(file, "rb"), as_attachment=True, filename=f"facet-export-{export.pk}.tar.gz",
+                        content_type="application/gzip")
+
+
+@router.post("/imports", response={202: ImportOut},
+             summary="Import Harbor or Terminal-Bench 1.x tasks from an uploaded archive (reviewers)")
+def create_import(request, archive: File[UploadedFile], queue_validation: bool = Form(False, alias="validate")):
+    _reviewer(request)
+    try:
+        task_import = datasets.save_upload(uploaded=archive, user=request.auth, validate=queue_validation)
+    except datasets.ImportRefused as exc:
+        raise HttpError(422, str(exc)) from None
+    return Status(202, import_out(task_import))
+
+
+@router.get("/imports", response=list[ImportOut], summary="Task imports, newest first")
+@paginate(PageNumberPagination, page_size=50)
+def list_imports(request):
+    return _Lazy(TaskImport.objects.select_related("created_by").order_by("-id"), import_out)
+
+
+@router.get("/imports/{int:import_id}", response=ImportOut,
+            summary="One import: counts, per-task problems (file, field, line) and the tasks it created")
+def get_import(request, import_id: int):
+    return import_out(get_object_or_404(TaskImport.objects.select_related("created_by"), pk=import_id))

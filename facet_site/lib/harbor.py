@@ -65,6 +65,7 @@ __all__ = [
     "read_dataset",
     "read_job_dir",
     "read_task_dir",
+    "task_dir_entries",
     "write_task_dir",
 ]
 
@@ -636,6 +637,33 @@ def _check_required(bundle_files: Iterable[str], cfg: TaskConfig) -> None:
         raise TaskFormatError("tests/test.sh", "missing tests/test.sh (Harbor requires it)")
 
 
+# The directories every written task has (Harbor requires environment/ even with a prebuilt
+# docker_image, §1.2; solution/ and tests/ are where the oracle and the verifier look).
+_TASK_DIRS = ("environment", "solution", "tests")
+
+
+def _file_mode(path: str) -> int:
+    return 0o755 if path.endswith(".sh") else 0o644
+
+
+def task_dir_entries(bundle: TaskBundle) -> list[tuple[str, bytes | None, int]]:
+    """The task directory as (relative path, bytes or None for a directory, mode), sorted by
+    path with every directory before its contents: exactly what `write_task_dir` writes, for
+    writers that stream a task into an archive instead of onto disk (dataset exports).
+    Validates the bundle as `write_task_dir` does (paths, required files)."""
+    entries = _bundle_entries(bundle)
+    _check_required(entries, bundle.config)
+    dirs = set(_TASK_DIRS)
+    for path in entries:
+        parts = path.split("/")[:-1]
+        dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    out: list[tuple[str, bytes | None, int]] = [(d, None, 0o755) for d in dirs]
+    out += [(path, data, _file_mode(path)) for path, data in entries.items()]
+    # "a/b" sorts after "a" and before "a0" when compared component-wise; plain string order
+    # would put "a-b/x" between "a" and "a/x".
+    return sorted(out, key=lambda e: e[0].split("/"))
+
+
 def write_task_dir(bundle: TaskBundle, dest: Path, *, layout: str = "harbor", overwrite: bool = False) -> Path:
     """Write `bundle` as a Harbor task directory at `dest` (the task directory itself).
 
@@ -657,14 +685,14 @@ def write_task_dir(bundle: TaskBundle, dest: Path, *, layout: str = "harbor", ov
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
-        for sub in ("environment", "solution", "tests"):
+        for sub in _TASK_DIRS:
             (tmp / sub).mkdir()
         for path in sorted(entries):
             target = tmp.joinpath(*path.split("/"))
             target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") as fh:  # binary: no newline translation on any OS
                 fh.write(entries[path])
-            os.chmod(target, 0o755 if path.endswith(".sh") else 0o644)
+            os.chmod(target, _file_mode(path))
         for dirpath, dirnames, _ in os.walk(tmp):
             for d in dirnames:
                 os.chmod(os.path.join(dirpath, d), 0o755)

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from django.core.management.base import BaseCommand, CommandError
 
 from tasks import services
@@ -26,12 +28,7 @@ class Command(BaseCommand):
                 self.stdout.write("No pending validation.")
             return
         if import_dir:
-            try:
-                task = services.import_task_dir(import_dir)
-            except (OSError, ValueError) as exc:
-                raise CommandError(f"{import_dir}: {exc}") from None
-            version = task.current_version
-            self.stdout.write(f"Imported task #{task.pk} as version {version.pk} ({version.content_hash})")
+            version = self._import(import_dir)
         else:
             version = TaskVersion.objects.select_related("task").filter(pk=version_id).first()
             if version is None:
@@ -43,6 +40,29 @@ class Command(BaseCommand):
         self._report(result or validation)
         if result is not None and result.status == ValidationStatus.WAITING_FOR_DOCKER:
             raise CommandError(result.reason)
+
+    def _import(self, import_dir: str):
+        """One task directory through the importer (tasks.datasets); the version to validate is
+        the new one, or the existing one with the same content."""
+        from facet_site.lib import harbor
+        from tasks import datasets
+
+        if not Path(import_dir).is_dir():
+            raise CommandError(f"{import_dir}: not a task directory")
+        task_import = datasets.import_path(import_dir)
+        for p in task_import.problems:
+            where = "/".join(x for x in (p.get("task"), p.get("file")) if x)
+            raise CommandError(f"{import_dir}: {where}: {p['error']}")
+        task = task_import.tasks.order_by("id").first()
+        if task is not None:
+            version = task.current_version
+            self.stdout.write(f"Imported task #{task.pk} as version {version.pk} ({version.content_hash})")
+            return version
+        bundle = harbor.read_task_dir(Path(import_dir))
+        digest = harbor.content_hash(services.bundle_of(bundle.name, datasets._text_files(bundle)))
+        version = TaskVersion.objects.select_related("task").get(content_hash=digest)
+        self.stdout.write(f"Already here as task #{version.task_id} version {version.pk} ({digest})")
+        return version
 
     def _report(self, validation):
         v = validation.version

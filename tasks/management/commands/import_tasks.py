@@ -1,0 +1,33 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from tasks import datasets
+
+
+class Command(BaseCommand):
+    help = ("Import Harbor tasks (task.toml, version 1.0 or schema_version 1.x), datasets of them, facet exports "
+            "or Terminal-Bench 1.x tasks, from a directory or a .tar.gz/.tgz/.tar/.zip archive, as imported tasks "
+            "that enter review. Content already here is skipped. Exits 1 when any task was refused.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", help="A task directory, a dataset directory, or an archive of either.")
+        parser.add_argument("--validate", action="store_true",
+                            help="Queue a Docker validation of every imported task (a worker on the docker queue runs it).")
+
+    def handle(self, *args, path, validate=False, **options):
+        if not Path(path).exists():
+            raise CommandError(f"{path}: no such file or directory")
+        task_import = datasets.import_path(path, validate=validate)
+        for p in task_import.problems:
+            where = "/".join(x for x in (p.get("task"), p.get("file")) if x) or "-"
+            extra = "".join(f" [{k} {p[k]}]" for k in ("field", "line") if p.get(k) not in (None, ""))
+            self.stdout.write(self.style.ERROR(f"  {where}{extra}: {p['error']}"))
+        for task in task_import.tasks.order_by("id"):
+            self.stdout.write(f"  imported #{task.pk} {task.name} ({task.current_version.content_hash[:19]})")
+        line = (f"Import #{task_import.pk}: {task_import.imported} imported, {task_import.skipped} skipped "
+                f"(already here), {len(task_import.problems)} problem(s)")
+        if task_import.status != "done" or task_import.problems:
+            self.stdout.write(self.style.WARNING(line))
+            raise CommandError(f"import #{task_import.pk} had problems (listed above)", returncode=1)
+        self.stdout.write(self.style.SUCCESS(line))
