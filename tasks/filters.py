@@ -6,6 +6,8 @@ Parameters (all optional, repeatable where it makes sense):
   or top-level slug), tag, family, origin (generated | imported), tests_min/tests_max,
   repairs_min/repairs_max, pass_min/pass_max (0..1; tasks without rollouts never match),
   rolled (yes | no), q (full text over name and instruction), ids (comma-separated),
+  stage (a stage of the construction funnel, tasks.services.FUNNEL_STAGES: constructed tasks
+  that reached it, so the overview's funnel links open exactly the tasks it counts),
   sort (one of SORTS, "-" for descending), cols (comma-separated COLUMNS).
 Unknown values are reported in `errors` (field and problem) and ignored, never a 500.
 """
@@ -20,7 +22,19 @@ from django.http import QueryDict
 
 from scenarios.models import Strategy
 
-from .models import Decision, LabelKind, RejectReason, ReviewState, Task, TaskLabel, TaskStatus
+from .models import (
+    BuildOutcome,
+    Decision,
+    EnvironmentBuild,
+    LabelKind,
+    RejectReason,
+    ReviewState,
+    Task,
+    TaskLabel,
+    TaskStatus,
+    Validation,
+    ValidationStatus,
+)
 
 SORTS = {
     "id": "id", "name": "name", "status": "status", "review": "review_state", "tests": "n_tests",
@@ -34,6 +48,10 @@ COLUMNS = {
 DEFAULT_COLUMNS = ["name", "status", "review", "run", "tests", "repairs", "pass", "version", "note"]
 DEFAULT_SORT = "-id"
 MULTI = ("status", "run", "strategy", "review", "reason", "category", "tag", "family")
+# the stages of tasks.services.FUNNEL_STAGES (a test checks the two agree, names and counts)
+FUNNEL_STAGES = ("seeds", "first_build_logs", "initial_environment_success", "environment_repair_recovery",
+                 "successful_environments", "entering_validation", "first_pass_valid", "task_repair_recovery",
+                 "final_validated")
 
 
 @dataclass
@@ -54,6 +72,7 @@ class TaskFilter:
     pass_min: float | None = None
     pass_max: float | None = None
     rolled: str = ""
+    stage: str = ""
     q: str = ""
     ids: list[int] = field(default_factory=list)
     sort: str = DEFAULT_SORT
@@ -68,7 +87,7 @@ class TaskFilter:
             query = QueryDict("")
         elif isinstance(query, str):
             query = QueryDict(query.lstrip("?"))
-        elif isinstance(query, dict):
+        elif isinstance(query, dict) and not isinstance(query, QueryDict):  # a QueryDict is a dict: keep its lists
             qd = QueryDict("", mutable=True)
             for k, v in query.items():
                 qd.setlist(k, v if isinstance(v, list) else [v])
@@ -108,6 +127,11 @@ class TaskFilter:
             f.origin = origin
         elif origin:
             f.errors.append(f"origin: must be generated or imported, not {origin!r}")
+        stage = query.get("stage", "")
+        if stage in FUNNEL_STAGES:
+            f.stage = stage
+        elif stage:
+            f.errors.append(f"stage: unknown funnel stage {stage!r}")
         rolled = query.get("rolled", "")
         if rolled in ("yes", "no"):
             f.rolled = rolled
@@ -171,9 +195,11 @@ class TaskFilter:
                                                            value__in=self.family)))
         if self.reason:
             # the reason of the decision in force: newest on the current hash, not withdrawn
+            newer = Decision.objects.filter(task=OuterRef("task"), content_hash=OuterRef("content_hash"),
+                                            id__gt=OuterRef("id"), withdraws__isnull=True, withdrawn_by__isnull=True)
             qs = qs.filter(Exists(Decision.objects.filter(
                 task=OuterRef("pk"), content_hash=OuterRef("current_version__content_hash"), reason__in=self.reason,
-                withdraws__isnull=True, withdrawn_by__isnull=True)))
+                withdraws__isnull=True, withdrawn_by__isnull=True).exclude(Exists(newer))))
         if self.tests_min is not None:
             qs = qs.filter(n_tests__gte=self.tests_min)
         if self.tests_max is not None:
@@ -188,6 +214,8 @@ class TaskFilter:
             qs = qs.filter(pass_rate__lte=self.pass_max)
         if self.rolled:
             qs = qs.filter(n_rollouts__gt=0) if self.rolled == "yes" else qs.filter(n_rollouts=0)
+        if self.stage:
+            qs = funnel_stage(qs, self.stage)
         if self.q:
             qs = search_tasks(qs, self.q)
         column = SORTS[self.sort.lstrip("-")]
@@ -209,7 +237,7 @@ class TaskFilter:
                 out.append((name, str(v)))
         if self.ids:
             out.append(("ids", ",".join(map(str, self.ids))))
-        for name in ("origin", "rolled", "q"):
+        for name in ("origin", "rolled", "stage", "q"):
             if getattr(self, name):
                 out.append((name, getattr(self, name)))
         for name in ("tests_min", "tests_max", "repairs_min", "repairs_max", "pass_min", "pass_max"):
@@ -236,6 +264,37 @@ class TaskFilter:
         """In words, for confirmations, export manifests and dataset cards."""
         parts = [f"{k}={v}" for k, v in self.params(with_view=False)]
         return ", ".join(parts) if parts else "all tasks"
+
+
+def funnel_stage(qs: QuerySet, stage: str) -> QuerySet:
+    """The constructed tasks that reached one stage of tasks.services.funnel, by the same
+    predicates (its counts are queries; these are the same queries as filters)."""
+    qs = qs.filter(imported=False)
+    first_build = EnvironmentBuild.objects.filter(environment=OuterRef("environment_id"), attempt=1)
+    built = EnvironmentBuild.objects.filter(environment=OuterRef("environment_id"), outcome=BuildOutcome.SUCCEEDED)
+    done = Validation.objects.filter(version__task=OuterRef("pk"), status=ValidationStatus.DONE)
+    # the task's first finished validation accepted its version
+    first_pass = done.filter(accepted=True).exclude(Exists(Validation.objects.filter(
+        version__task=OuterRef(OuterRef("pk")), status=ValidationStatus.DONE, id__lt=OuterRef("id"))))
+    if stage == "seeds":
+        return qs
+    if stage == "first_build_logs":
+        return qs.filter(Exists(first_build))
+    if stage == "initial_environment_success":
+        return qs.filter(Exists(first_build.filter(outcome=BuildOutcome.SUCCEEDED)))
+    if stage == "environment_repair_recovery":
+        return qs.filter(Exists(first_build), ~Exists(first_build.filter(outcome=BuildOutcome.SUCCEEDED)), Exists(built))
+    if stage == "successful_environments":
+        return qs.filter(Exists(built))
+    if stage == "entering_validation":
+        return qs.filter(Exists(done))
+    if stage == "first_pass_valid":
+        return qs.filter(Exists(first_pass))
+    if stage == "task_repair_recovery":
+        return qs.filter(status=TaskStatus.VALIDATED).exclude(Exists(first_pass))
+    if stage == "final_validated":
+        return qs.filter(status=TaskStatus.VALIDATED)
+    raise ValueError(f"unknown funnel stage {stage!r}")
 
 
 def search_tasks(qs: QuerySet, query: str) -> QuerySet:

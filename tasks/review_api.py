@@ -1,4 +1,239 @@
-"""(scaffold) JSON API routes of this part of the tasks app, mounted by facet_site/api.py."""
-from ninja import Router
+"""JSON API of review: decisions, the audit log with undo, bulk decisions on a task filter and
+the review queue. Viewers read; every write needs a reviewer or an admin (403 otherwise)."""
+from datetime import datetime
 
-router = Router(tags=["tasks"])
+from django.shortcuts import get_object_or_404
+from ninja import Router, Schema, Status
+from ninja.errors import HttpError
+from ninja.pagination import PageNumberPagination, paginate
+
+from facet_site.roles import can_review
+
+from . import review, summary
+from .models import AuditEvent, Decision, Task
+
+router = Router(tags=["review"])
+
+
+class DecisionIn(Schema):
+    verdict: str  # approve | reject | needs_fix
+    reason: str = ""  # models.RejectReason; required for reject and needs_fix
+    comment: str = ""
+    content_hash: str | None = None  # the version you reviewed: refused (409) when a newer one exists
+    force: bool = False  # admins only: approve a task that is not validated
+
+
+class DecisionOut(Schema):
+    id: int
+    task_id: int
+    version_id: int
+    version: int
+    content_hash: str
+    verdict: str
+    reason: str
+    comment: str
+    author: str | None = None
+    bulk: bool
+    withdraws_id: int | None = None
+    withdrawn: bool
+    standing: bool
+    created_at: datetime
+
+
+class AuditEventOut(Schema):
+    id: int
+    actor: str | None = None
+    action: str
+    object_type: str
+    object_id: str
+    task_id: int | None = None
+    before: dict | None = None
+    after: dict | None = None
+    undoes_id: int | None = None
+    undone_by_id: int | None = None
+    created_at: datetime
+
+
+class BulkIn(Schema):
+    query: str = ""  # a task-list filter query string (tasks.filters.TaskFilter), e.g. "status=validated&run=3"
+    verdict: str
+    reason: str = ""
+    comment: str = ""
+    confirm: bool = False  # false: only say what would happen
+    expected: int | None = None  # the eligible count you confirmed; 409 when the selection changed
+
+
+class SkippedOut(Schema):
+    why: str
+    count: int
+
+
+class BulkOut(Schema):
+    applied: bool
+    filter: str
+    verdict: str
+    total: int
+    eligible: int
+    decided: int = 0
+    skipped: list[SkippedOut]
+    sample: list[int]
+    audit_event_id: int | None = None
+
+
+class QueueOut(Schema):
+    task_id: int
+    name: str
+    status: str
+    review_state: str
+    version: int | None = None
+    content_hash: str | None = None
+    position: int | None = None
+    total: int
+    lock_expires_in_s: int
+    queue: str
+
+
+def _reviewer(request, action: str):
+    if not can_review(request.auth):
+        raise HttpError(403, f"Only reviewers and admins may {action}.")
+
+
+def _refused(exc: review.ReviewError):
+    return HttpError(exc.status, str(exc))
+
+
+def decision_out(d: Decision, *, standing_id: int | None = None) -> dict:
+    return {
+        "id": d.pk, "task_id": d.task_id, "version_id": d.version_id, "version": d.version.number,
+        "content_hash": d.content_hash, "verdict": d.verdict, "reason": d.reason, "comment": d.comment,
+        "author": d.author.get_username() if d.author_id else None, "bulk": d.bulk, "withdraws_id": d.withdraws_id,
+        "withdrawn": bool(getattr(d, "withdrawn", False)), "standing": d.pk == standing_id, "created_at": d.created_at,
+    }
+
+
+def event_out(e: AuditEvent) -> dict:
+    try:
+        undone_by = e.undone_by.pk
+    except AuditEvent.DoesNotExist:
+        undone_by = None
+    return {
+        "id": e.pk, "actor": e.actor.get_username() if e.actor_id else None, "action": e.action,
+        "object_type": e.object_type, "object_id": e.object_id, "task_id": e.task_id, "before": e.before,
+        "after": e.after, "undoes_id": e.undoes_id, "undone_by_id": undone_by, "created_at": e.created_at,
+    }
+
+
+@router.post("/tasks/{int:task_id}/decisions", response={201: DecisionOut},
+             summary="Approve, reject or ask for a fix of the task's current version (reviewers)")
+def create_decision(request, task_id: int, payload: DecisionIn):
+    _reviewer(request, "decide on tasks")
+    task = get_object_or_404(Task, pk=task_id)
+    try:
+        decision = review.decide(task, user=request.auth, verdict=payload.verdict, reason=payload.reason,
+                                 comment=payload.comment, content_hash=payload.content_hash, force=payload.force)
+    except review.ReviewError as exc:
+        raise _refused(exc) from None
+    task.refresh_from_db()
+    standing = summary.standing_decision(task)
+    return Status(201, decision_out(decision, standing_id=standing.pk if standing else None))
+
+
+@router.get("/tasks/{int:task_id}/decisions", response=list[DecisionOut],
+            summary="Every decision on the task, newest first (undo entries have withdraws_id)")
+def list_decisions(request, task_id: int):
+    task = get_object_or_404(Task.objects.select_related("current_version"), pk=task_id)
+    rows = review.history(task)
+    standing = next((d.pk for d in rows if d.standing), None)
+    return [decision_out(d, standing_id=standing) for d in rows]
+
+
+class _Lazy:
+    def __init__(self, qs, serialise):
+        self.qs, self.serialise = qs, serialise
+
+    def count(self):
+        return self.qs.count()
+
+    def __len__(self):
+        return self.count()
+
+    def __getitem__(self, item):
+        return [self.serialise(row) for row in self.qs[item]]
+
+
+@router.get("/audit", response=list[AuditEventOut], summary="The audit log, newest first (filter by task, actor, action)")
+@paginate(PageNumberPagination, page_size=50)
+def list_audit(request, task: int | None = None, actor: str = "", action: str = ""):
+    qs = AuditEvent.objects.select_related("actor", "undone_by").order_by("-id")
+    if task is not None:
+        qs = qs.filter(task_id=task)
+    if actor:
+        qs = qs.filter(actor__username=actor)
+    if action:
+        qs = qs.filter(action=action)
+    return _Lazy(qs, event_out)
+
+
+@router.post("/audit/{int:event_id}/undo", response={201: AuditEventOut},
+             summary="Undo a decision or a bulk decision with a compensating entry (reviewers: their own; admins: any)")
+def undo_event(request, event_id: int):
+    _reviewer(request, "undo")
+    event = get_object_or_404(AuditEvent.objects.select_related("undone_by"), pk=event_id)
+    try:
+        compensation = review.undo(event, user=request.auth)
+    except review.ReviewError as exc:
+        raise _refused(exc) from None
+    return Status(201, event_out(compensation))
+
+
+@router.post("/tasks/bulk-decisions", response=BulkOut,
+             summary="Decide on every task a filter selects: without confirm, what would happen; with it, do it")
+def bulk_decisions(request, payload: BulkIn):
+    _reviewer(request, "make bulk decisions")
+    from .filters import TaskFilter
+
+    task_filter = TaskFilter.from_query(payload.query)
+    if task_filter.errors:
+        raise HttpError(422, "; ".join(task_filter.errors))
+    try:
+        plan = review.plan_bulk(task_filter, verdict=payload.verdict, sample_size=20)
+        out = {"applied": False, "filter": task_filter.describe(), "verdict": payload.verdict, "total": plan.total,
+               "eligible": len(plan.eligible), "skipped": [{"why": s["why"], "count": s["count"]} for s in plan.skipped],
+               "sample": [t.pk for t in plan.sample]}
+        if not payload.confirm:
+            review.check_decision(payload.verdict, payload.reason.strip())
+            return out
+        result = review.apply_bulk(task_filter, user=request.auth, verdict=payload.verdict, reason=payload.reason,
+                                   comment=payload.comment, expected=payload.expected)
+    except review.ReviewError as exc:
+        raise _refused(exc) from None
+    out.update(applied=True, decided=result.decided, audit_event_id=result.event.pk,
+               skipped=[{"why": why, "count": n} for why, n in result.skipped.items()])
+    return out
+
+
+@router.get("/queue/next", response={200: QueueOut, 204: None},
+            summary="Take the lock of the next task of the review queue (reviewers); 204 when none is free")
+def queue_next(request, query: str = "", after: int | None = None):
+    """`query` is a task-filter query string (default: validated and not reviewed); `after` the
+    task you just looked at, to move on from it. Taking the lock is a write, hence reviewers
+    only, although this is a GET (the reviewer's other queue locks are released)."""
+    _reviewer(request, "take tasks from the review queue")
+    task_filter = review.queue_filter(query)
+    task = review.advance(request.auth, task_filter, current=after)
+    if task is None:
+        return Status(204, None)
+    ids = review.queue_ids(task_filter)
+    pos, total = review.position(task.pk, ids)
+    return {"task_id": task.pk, "name": task.name, "status": task.status, "review_state": task.review_state,
+            "version": task.current_version.number if task.current_version_id else None,
+            "content_hash": task.current_version.content_hash if task.current_version_id else None,
+            "position": pos, "total": total, "lock_expires_in_s": int(review.lock_timeout().total_seconds()),
+            "queue": task_filter.query_string()}
+
+
+@router.delete("/tasks/{int:task_id}/lock", response={204: None}, summary="Let go of your review lock on a task")
+def release_lock(request, task_id: int):
+    _reviewer(request, "hold review locks")
+    review.release_lock(task_id, request.auth)
+    return Status(204, None)

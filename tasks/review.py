@@ -1,0 +1,567 @@
+"""Human review of tasks: decisions, their audit trail and undo, bulk decisions on a filtered
+selection, the review queue and its locks, and the numbers of the overview page.
+
+Decisions and audit events are append-only. Where a task's review stands is derived from its
+decisions (summary.standing_decision) and denormalised by summary.refresh_summary only. Every
+function here that writes a decision first locks the task row and then refreshes the summary in
+the same transaction, so two reviewers deciding at once leave Task.review_state equal to what
+the decisions say (without the lock, the transaction that commits last could write the state of
+the decision that is not the newest).
+
+Approving needs a validated task: a reviewer may confirm the rejection of a discarded or failed
+task, or ask for a fix, but an approval of a task whose current version did not pass validation
+is refused unless an admin forces it (the audit event records `forced`). Bulk decisions never
+force.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Exists, F, OuterRef, Q
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from facet_site.roles import can_review, is_admin
+
+from . import services, summary
+from .filters import TaskFilter
+from .models import (
+    AuditEvent,
+    Decision,
+    RejectReason,
+    ReviewLock,
+    ReviewState,
+    Task,
+    TaskStatus,
+    Validation,
+    ValidationStatus,
+    Verdict,
+)
+
+# audit actions written here
+DECIDE = "decide"
+UNDO = "undo"
+BULK_DECIDE = "bulk_decide"
+RECLAIM_LOCK = "reclaim_lock"
+ACTIONS = (DECIDE, UNDO, BULK_DECIDE, RECLAIM_LOCK)
+UNDOABLE = {DECIDE, BULK_DECIDE}
+
+STATE_OF_VERDICT = {Verdict.APPROVE: ReviewState.APPROVED, Verdict.REJECT: ReviewState.REJECTED,
+                    Verdict.NEEDS_FIX: ReviewState.NEEDS_FIX}
+REASON_REQUIRED = {Verdict.REJECT, Verdict.NEEDS_FIX}
+UNDO_COMMENT = "undo"
+
+# The queue when no filter is given: what construction validated and nobody has decided yet.
+DEFAULT_QUEUE = "status=validated&review=unreviewed"
+BULK_CHUNK = 200
+
+
+class ReviewError(Exception):
+    """A refusal worth showing to the reviewer as it is (pages: a message; API: `status`)."""
+
+    status = 409
+
+
+class InvalidDecision(ReviewError):
+    status = 422
+
+
+class NotAllowed(ReviewError):
+    status = 403
+
+
+# --- decisions ---------------------------------------------------------------------------------
+
+
+def check_decision(verdict: str, reason: str) -> None:
+    if verdict not in Verdict.values:
+        raise InvalidDecision(f"verdict: expected one of {', '.join(Verdict.values)}, not {verdict!r}")
+    if reason and reason not in RejectReason.values:
+        raise InvalidDecision(f"reason: expected one of {', '.join(RejectReason.values)}, not {reason!r}")
+    if verdict in REASON_REQUIRED and not reason:
+        raise InvalidDecision(f"reason: choose why the task is {'rejected' if verdict == Verdict.REJECT else 'sent back for a fix'}.")
+
+
+def refusal(task: Task, verdict: str, *, user, force: bool = False) -> str | None:
+    """Why `user` may not give `verdict` on the task as it stands, or None."""
+    if not can_review(user):
+        return "Your role does not allow deciding on tasks."
+    if task.current_version_id is None:
+        return f"Task #{task.pk} has no version yet: there is nothing to decide on."
+    if verdict == Verdict.APPROVE and task.status != TaskStatus.VALIDATED:
+        if not force:
+            return (f"Task #{task.pk} is {task.get_status_display().lower()}, not validated: only a validated task "
+                    f"can be approved (an admin may force the approval).")
+        if not is_admin(user):
+            return "Only an admin may force the approval of a task that is not validated."
+    return None
+
+
+def _locked(task_id: int) -> Task:
+    # The row lock serialises deciders of one task (PostgreSQL; SQLite serialises all writers).
+    return Task.objects.select_for_update().get(pk=task_id)
+
+
+def _snapshot(task: Task) -> dict:
+    """The task's review as it stands, for an audit event's before/after."""
+    standing = summary.standing_decision(task)
+    return {
+        "review_state": task.review_state,
+        "decision": standing.pk if standing else None,
+        "verdict": standing.verdict if standing else None,
+        "reason": standing.reason if standing else None,
+        "comment": standing.comment if standing else None,
+        "version": task.current_version.number if task.current_version_id else None,
+    }
+
+
+def _record(task: Task, *, user, verdict: str, reason: str, comment: str, bulk: bool = False,
+            forced: bool = False, bulk_id: str = "") -> Decision:
+    """A decision on the locked task's current version, the summary and one audit event."""
+    before = _snapshot(task)
+    version = task.current_version
+    decision = Decision.objects.create(task=task, version=version, content_hash=version.content_hash, verdict=verdict,
+                                       reason=reason, comment=comment, author=user, bulk=bulk)
+    task = summary.refresh_summary(task)
+    after = _snapshot(task) | {"content_hash": version.content_hash}
+    if forced:
+        after["forced"] = True
+    if bulk_id:
+        after["bulk_id"] = bulk_id
+    AuditEvent.objects.create(actor=user, action=DECIDE, object_type="decision", object_id=str(decision.pk),
+                              task=task, before=before, after=after)
+    return decision
+
+
+def decide(task: Task | int, *, user, verdict: str, reason: str = "", comment: str = "",
+           content_hash: str | None = None, force: bool = False) -> Decision:
+    """Record one reviewer's decision on the task's current version.
+
+    `content_hash` is the version the reviewer looked at: when a repair or an edit made a newer
+    one meanwhile, the decision is refused rather than bound to files nobody read."""
+    if not can_review(user):
+        raise NotAllowed("Your role does not allow deciding on tasks.")
+    reason = (reason or "").strip()
+    comment = (comment or "").strip()
+    check_decision(verdict, reason)
+    task_id = task.pk if isinstance(task, Task) else task
+    with transaction.atomic():
+        task = _locked(task_id)
+        why = refusal(task, verdict, user=user, force=force)
+        if why:
+            raise ReviewError(why)
+        if content_hash and content_hash != task.current_version.content_hash:
+            raise ReviewError(f"Task #{task.pk} has a newer version (v{task.current_version.number}) than the one you "
+                              f"reviewed: look at it and decide again.")
+        forced = verdict == Verdict.APPROVE and task.status != TaskStatus.VALIDATED
+        return _record(task, user=user, verdict=verdict, reason=reason, comment=comment, forced=forced)
+
+
+def history(task: Task) -> list[Decision]:
+    """Every decision on the task, newest first, with `standing`, `withdrawn` and `current`
+    (made on the current version) set for display."""
+    standing = summary.standing_decision(task)
+    current_hash = task.current_version.content_hash if task.current_version_id else None
+    rows = list(Decision.objects.filter(task=task).select_related("author", "version", "withdraws")
+                .annotate(n_withdrawn=Count("withdrawn_by")).order_by("-id"))
+    for d in rows:
+        d.standing = standing is not None and d.pk == standing.pk
+        d.withdrawn = bool(d.n_withdrawn)
+        d.current = d.content_hash == current_hash
+    return rows
+
+
+# --- undo --------------------------------------------------------------------------------------
+
+
+def _undone(event: AuditEvent) -> bool:
+    try:
+        return event.undone_by is not None  # select_related("undone_by") answers without a query
+    except AuditEvent.DoesNotExist:
+        return False
+
+
+def check_undo(event: AuditEvent, *, user) -> None:
+    """Raises NotAllowed (the user's role or authorship) or ReviewError (the entry) unless the
+    user may undo the entry."""
+    if not can_review(user):
+        raise NotAllowed("Your role does not allow undoing.")
+    if event.undoes_id is not None:
+        raise ReviewError("This entry is itself an undo; an undo cannot be undone (decide again instead).")
+    if event.action not in UNDOABLE:
+        raise ReviewError("Only decisions and bulk decisions can be undone.")
+    if _undone(event):
+        raise ReviewError(f"Entry #{event.pk} has already been undone.")
+    if not is_admin(user) and event.actor_id != user.pk:
+        raise NotAllowed("Reviewers may undo only their own entries; an admin may undo any.")
+
+
+def undo_refusal(event: AuditEvent, *, user) -> str | None:
+    try:
+        check_undo(event, user=user)
+    except ReviewError as exc:
+        return str(exc)
+    return None
+
+
+def undo(event: AuditEvent | int, *, user) -> AuditEvent:
+    """Compensate one audit entry: for a decision, a withdrawing Decision (same verdict and
+    reason, comment "undo") so the decision before it stands again; for a bulk decision, every
+    decision it made that is not undone yet. Returns the compensating audit event."""
+    if not isinstance(event, AuditEvent):
+        event = AuditEvent.objects.get(pk=event)
+    check_undo(event, user=user)
+    if event.action == DECIDE:
+        return _undo_decision(event, user=user)
+    return _undo_bulk(event, user=user)
+
+
+def _undo_decision(event: AuditEvent, *, user) -> AuditEvent:
+    decision = Decision.objects.get(pk=int(event.object_id))
+    try:
+        with transaction.atomic():
+            task = _locked(decision.task_id)
+            # re-checked under the lock: a second undo of the same entry waited for the first
+            if AuditEvent.objects.filter(undoes=event).exists() or Decision.objects.filter(withdraws=decision).exists():
+                raise ReviewError(f"Entry #{event.pk} has already been undone.")
+            before = _snapshot(task)
+            compensation = Decision.objects.create(
+                task=task, version=decision.version, content_hash=decision.content_hash, verdict=decision.verdict,
+                reason=decision.reason, comment=UNDO_COMMENT, author=user, bulk=decision.bulk, withdraws=decision)
+            task = summary.refresh_summary(task)
+            return AuditEvent.objects.create(
+                actor=user, action=UNDO, object_type="decision", object_id=str(compensation.pk), task=task,
+                before=before, after=_snapshot(task) | {"withdraws": decision.pk}, undoes=event)
+    except IntegrityError:  # the unique undoes/withdraws caught a concurrent undo
+        raise ReviewError(f"Entry #{event.pk} has already been undone.") from None
+
+
+def _undo_bulk(event: AuditEvent, *, user) -> AuditEvent:
+    bulk_id = (event.after or {}).get("bulk_id", "")
+    children = AuditEvent.objects.filter(action=DECIDE, after__bulk_id=bulk_id, undone_by__isnull=True).order_by("id") \
+        if bulk_id else AuditEvent.objects.none()
+    ids = list(children.values_list("id", flat=True))
+    try:
+        # the compensating entry is written first: it claims the undo, a second one fails here
+        with transaction.atomic():
+            compensation = AuditEvent.objects.create(
+                actor=user, action=UNDO, object_type="selection", object_id=event.object_id,
+                before={"decided": (event.after or {}).get("decided")}, after={"undoing": len(ids)}, undoes=event)
+    except IntegrityError:
+        raise ReviewError(f"Entry #{event.pk} has already been undone.") from None
+    for child in AuditEvent.objects.filter(pk__in=ids).order_by("id"):
+        try:
+            _undo_decision(child, user=user)
+        except ReviewError:
+            pass  # undone one by one in the meantime
+    return compensation
+
+
+# --- bulk decisions ------------------------------------------------------------------------------
+
+
+@dataclass
+class BulkPlan:
+    """What a bulk decision on a selection would do, for the confirmation page and the API."""
+
+    task_filter: TaskFilter
+    verdict: str
+    total: int = 0
+    eligible: list[int] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)  # {"why", "count", "sample": [Task]}
+    sample: list[Task] = field(default_factory=list)
+
+    @property
+    def described(self) -> str:
+        return self.task_filter.describe()
+
+
+def plan_bulk(task_filter: TaskFilter, *, verdict: str, sample_size: int = 10) -> BulkPlan:
+    if verdict not in Verdict.values:
+        raise InvalidDecision(f"verdict: expected one of {', '.join(Verdict.values)}, not {verdict!r}")
+    qs = task_filter.queryset()
+    plan = BulkPlan(task_filter=task_filter, verdict=verdict, total=qs.count())
+    rest = qs.filter(current_version__isnull=False)
+    groups = [("no version yet: nothing to decide on", qs.filter(current_version__isnull=True))]
+    if verdict == Verdict.APPROVE:
+        groups.append(("not validated: only validated tasks can be approved", rest.exclude(status=TaskStatus.VALIDATED)))
+        rest = rest.filter(status=TaskStatus.VALIDATED)
+    target = STATE_OF_VERDICT[verdict]
+    groups.append((f"already {target.label.lower()} on their current version", rest.filter(review_state=target)))
+    rest = rest.exclude(review_state=target)
+    for why, group in groups:
+        n = group.count()
+        if n:
+            plan.skipped.append({"why": why, "count": n, "sample": list(group[:5])})
+    plan.eligible = list(rest.values_list("id", flat=True))
+    plan.sample = list(rest.select_related("run")[:sample_size])
+    return plan
+
+
+@dataclass
+class BulkResult:
+    decided: int
+    skipped: dict
+    event: AuditEvent
+
+
+def apply_bulk(task_filter: TaskFilter, *, user, verdict: str, reason: str = "", comment: str = "",
+               expected: int | None = None, chunk_size: int = BULK_CHUNK) -> BulkResult:
+    """Decide on every eligible task of the selection, one transaction per chunk, each task
+    re-checked under its row lock (the selection may have changed since the confirmation).
+    `expected` is the number of eligible tasks the confirmation showed: if the selection now
+    holds a different number, nothing is done and the reviewer is asked to confirm again."""
+    if not can_review(user):
+        raise NotAllowed("Your role does not allow bulk decisions.")
+    if task_filter.errors:
+        # an ignored parameter widens the selection: never decide on more than was asked for
+        raise InvalidDecision(f"The selection has errors ({'; '.join(task_filter.errors)}): fix the filter first.")
+    reason, comment = (reason or "").strip(), (comment or "").strip()
+    check_decision(verdict, reason)
+    plan = plan_bulk(task_filter, verdict=verdict, sample_size=0)
+    if expected is not None and expected != len(plan.eligible):
+        raise ReviewError(f"The selection changed since you confirmed it: {len(plan.eligible)} tasks would be decided "
+                          f"now, not {expected}. Confirm again.")
+    bulk_id = uuid.uuid4().hex
+    decided = 0
+    skipped = {s["why"]: s["count"] for s in plan.skipped}
+    target = STATE_OF_VERDICT[verdict]
+    for start in range(0, len(plan.eligible), chunk_size):
+        chunk = plan.eligible[start:start + chunk_size]
+        with transaction.atomic():
+            for task in Task.objects.select_for_update().filter(pk__in=chunk).order_by("pk"):
+                why = refusal(task, verdict, user=user) or (
+                    f"already {target.label.lower()} on their current version" if task.review_state == target else None)
+                if why:
+                    skipped[why] = skipped.get(why, 0) + 1
+                    continue
+                _record(task, user=user, verdict=verdict, reason=reason, comment=comment, bulk=True, bulk_id=bulk_id)
+                decided += 1
+    event = AuditEvent.objects.create(
+        actor=user, action=BULK_DECIDE, object_type="selection", object_id=bulk_id,
+        before={"filter": task_filter.describe(), "query": task_filter.query_string(with_view=False),
+                "tasks": plan.total},
+        after={"verdict": verdict, "reason": reason, "comment": comment, "decided": decided, "skipped": skipped,
+               "bulk_id": bulk_id})
+    return BulkResult(decided=decided, skipped=skipped, event=event)
+
+
+# --- the review queue and its locks ------------------------------------------------------------
+
+
+def lock_timeout() -> timedelta:
+    return timedelta(minutes=getattr(settings, "FACET_REVIEW_LOCK_MINUTES", 15))
+
+
+def live_locks():
+    return ReviewLock.objects.filter(acquired_at__gte=timezone.now() - lock_timeout())
+
+
+def lock_of(task: Task) -> ReviewLock | None:
+    """The task's lock while it is live (a stale one is anybody's to reclaim)."""
+    return live_locks().select_related("holder").filter(task=task).first()
+
+
+def take_lock(task_id: int, user, *, now=None) -> bool:
+    """Take (or renew) the review lock of one task with conditional writes: a new row (the
+    one-to-one constraint lets one of two racing reviewers in), or an UPDATE that only matches
+    the stale lock that was read, so a reclaim never steals a lock renewed meanwhile."""
+    now = now or timezone.now()
+    lock = ReviewLock.objects.filter(task_id=task_id).first()
+    if lock is None:
+        try:
+            with transaction.atomic():
+                ReviewLock.objects.create(task_id=task_id, holder=user, acquired_at=now)
+            return True
+        except IntegrityError:
+            return False
+    if lock.holder_id == user.pk:
+        return bool(ReviewLock.objects.filter(pk=lock.pk, holder=user).update(acquired_at=now))
+    if lock.acquired_at >= now - lock_timeout():
+        return False
+    won = ReviewLock.objects.filter(pk=lock.pk, holder_id=lock.holder_id, acquired_at=lock.acquired_at) \
+        .update(holder=user, acquired_at=now)
+    if won:
+        AuditEvent.objects.create(
+            actor=user, action=RECLAIM_LOCK, object_type="task", object_id=str(task_id), task_id=task_id,
+            before={"holder": lock.holder.get_username(), "acquired_at": lock.acquired_at.isoformat()},
+            after={"holder": user.get_username(), "acquired_at": now.isoformat()})
+    return bool(won)
+
+
+def release_lock(task_id: int, user) -> bool:
+    return bool(ReviewLock.objects.filter(task_id=task_id, holder=user).delete()[0])
+
+
+def queue_filter(query) -> TaskFilter:
+    """The queue's selection: the given task filter, or the default queue when it selects
+    nothing in particular (a sort alone keeps the default selection, in that order)."""
+    f = TaskFilter.from_query(query)
+    if f.is_empty:
+        default = TaskFilter.from_query(DEFAULT_QUEUE)
+        default.sort = f.sort
+        return default
+    return f
+
+
+def queue_ids(task_filter: TaskFilter) -> list[int]:
+    return list(task_filter.queryset().values_list("id", flat=True))
+
+
+def position(task_id: int, ids: list[int]) -> tuple[int | None, int]:
+    """("X of N"): the task's 1-based place in the queue, or None when it is not in it."""
+    try:
+        return ids.index(task_id) + 1, len(ids)
+    except ValueError:
+        return None, len(ids)
+
+
+def advance(user, task_filter: TaskFilter, *, current: int | None = None, direction: str = "next",
+            before: list[int] | None = None) -> Task | None:
+    """Lock and return the next (or previous) task of the queue that nobody else is reviewing.
+
+    Without `current`, the reviewer's own live lock in the queue comes first (a reload resumes),
+    then the top of the queue. `before` is the queue as it was before a decision took `current`
+    out of it, so that deciding moves on from where the reviewer was rather than from the top.
+    On success the reviewer's other locks are released: one reviewer reviews one task at a time.
+    """
+    ids = queue_ids(task_filter)
+    in_queue = set(ids)
+    order = before if before is not None else ids
+    if current is not None and current in order:
+        i = order.index(current)
+        candidates = order[i + 1:] if direction == "next" else list(reversed(order[:i]))
+        candidates = [t for t in candidates if t in in_queue]
+        if direction == "next":  # past the end: start again from the top
+            candidates += [t for t in ids if t not in candidates and t != current]
+    elif direction == "next":
+        mine = set(live_locks().filter(holder=user, task_id__in=ids).values_list("task_id", flat=True))
+        candidates = [t for t in ids if t in mine] + [t for t in ids if t not in mine and t != current]
+    else:
+        candidates = []
+    busy = set(live_locks().exclude(holder=user).filter(task_id__in=candidates).values_list("task_id", flat=True))
+    for task_id in candidates:
+        if task_id in busy:
+            continue
+        if take_lock(task_id, user):
+            ReviewLock.objects.filter(holder=user).exclude(task_id=task_id).delete()
+            return Task.objects.select_related("current_version").get(pk=task_id)
+    return None
+
+
+# --- numbers for the overview ------------------------------------------------------------------
+
+
+def funnel(run=None) -> list[dict]:
+    """Table 5 (tasks.services.funnel) plus the two review stages, each row with the task
+    filter query that lists exactly the tasks it counts."""
+    rows = services.funnel(run)
+    run_q = [("run", str(run.pk))] if run is not None else []
+    for row in rows:
+        row["query"] = TaskFilter.from_query(dict([("stage", row["stage"])] + run_q)).query_string()
+    final = rows[-1]["count"]
+    validated = Task.objects.filter(imported=False, status=TaskStatus.VALIDATED)
+    if run is not None:
+        validated = validated.filter(run=run)
+    reviewed = validated.exclude(review_state=ReviewState.UNREVIEWED).count()
+    approved = validated.filter(review_state=ReviewState.APPROVED).count()
+    decided = [s for s in ReviewState.values if s != ReviewState.UNREVIEWED]
+    rows.append({"stage": "reviewed", "label": "Reviewed by a person", "count": reviewed,
+                 "retention": round(100 * reviewed / final, 2) if final else None,
+                 "query": TaskFilter.from_query({"stage": "final_validated", "review": decided, **dict(run_q)}).query_string()})
+    rows.append({"stage": "approved", "label": "Approved", "count": approved,
+                 "retention": round(100 * approved / reviewed, 2) if reviewed else None,
+                 "query": TaskFilter.from_query({"stage": "final_validated", "review": "approved", **dict(run_q)}).query_string()})
+    return rows
+
+
+def review_states(run=None) -> list[dict]:
+    """Every task (imported ones too) by where its review stands."""
+    qs = Task.objects.all() if run is None else Task.objects.filter(run=run)
+    counts = dict(qs.values_list("review_state").annotate(n=Count("id")).order_by())
+    run_q = {"run": str(run.pk)} if run is not None else {}
+    return [{"state": s, "label": label, "count": counts.get(s, 0),
+             "query": TaskFilter.from_query({"review": s, **run_q}).query_string()} for s, label in ReviewState.choices]
+
+
+def reasons(run=None) -> list[dict]:
+    """Tasks by the reason of the decision in force on their current version (the newest on the
+    current hash that is neither withdrawn nor a withdrawal), per verdict, in one grouped query.
+    The predicate is TaskFilter's `reason` and `review`, so each number is the length of the list
+    its link opens (a test checks it)."""
+    base = {"run": str(run.pk)} if run is not None else {}
+    # NOT EXISTS rather than the reverse join for "not withdrawn": PostgreSQL plans it far better
+    withdrawn = Decision.objects.filter(withdraws=OuterRef("pk"))
+    newer = Decision.objects.filter(task=OuterRef("task"), content_hash=OuterRef("content_hash"), id__gt=OuterRef("id"),
+                                    withdraws__isnull=True).exclude(Exists(Decision.objects.filter(withdraws=OuterRef("pk"))))
+    decisions = Decision.objects.filter(content_hash=F("task__current_version__content_hash"), withdraws__isnull=True) \
+        .exclude(reason="").exclude(Exists(withdrawn)).exclude(Exists(newer))
+    if run is not None:
+        decisions = decisions.filter(task__run=run)
+    counts = {(r["reason"], r["task__review_state"]): r["n"] for r in
+              decisions.values("reason", "task__review_state").annotate(n=Count("task", distinct=True)).order_by()}
+    rows = []
+    for reason, label in RejectReason.choices:
+        row = {"reason": reason, "label": label, "total": 0, "cells": []}
+        for state in (ReviewState.REJECTED, ReviewState.NEEDS_FIX, ReviewState.APPROVED):
+            n = counts.get((reason, state), 0)
+            query = TaskFilter.from_query({"reason": reason, "review": state, **base}).query_string()
+            row["cells"].append({"state": state, "count": n, "query": query})
+            row["total"] += n
+        row["query"] = TaskFilter.from_query({"reason": reason, **base}).query_string()
+        rows.append(row)
+    return rows
+
+
+def throughput(run=None, *, days: int = 30, today: date | None = None) -> dict:
+    """Decisions per day and per reviewer over the last `days` days (undo entries are not
+    work done and are left out; decisions later undone count, they were made)."""
+    today = today or timezone.localdate()
+    start = today - timedelta(days=days - 1)
+    qs = Decision.objects.filter(withdraws__isnull=True)
+    if run is not None:
+        qs = qs.filter(task__run=run)
+    recent = qs.filter(created_at__date__gte=start)
+    per_day = recent.annotate(day=TruncDate("created_at")).values("day", "author__username").annotate(n=Count("id"))
+    axis = [start + timedelta(days=i) for i in range(days)]
+    series: dict[str, dict] = {}
+    for row in per_day:
+        name = row["author__username"] or "(deleted user)"
+        series.setdefault(name, {})[row["day"]] = row["n"]
+    week = today - timedelta(days=6)
+    table = (recent.values("author__username").annotate(
+        total=Count("id"), week=Count("id", filter=Q(created_at__date__gte=week)),
+        approved=Count("id", filter=Q(verdict=Verdict.APPROVE)), rejected=Count("id", filter=Q(verdict=Verdict.REJECT)),
+        needs_fix=Count("id", filter=Q(verdict=Verdict.NEEDS_FIX)), bulk=Count("id", filter=Q(bulk=True)),
+    ).order_by("-total"))
+    return {
+        "days": axis,
+        "series": {name: [by_day.get(d, 0) for d in axis] for name, by_day in sorted(series.items())},
+        "table": [dict(r, reviewer=r["author__username"] or "(deleted user)") for r in table],
+        "total": recent.count(),
+        "all_time": qs.count(),
+    }
+
+
+def by_run(limit: int = 20) -> list[dict]:
+    """The last runs side by side: seeds, validated, reviewed, approved (one grouped query)."""
+    validated = Q(status=TaskStatus.VALIDATED)
+    rows = (Task.objects.filter(imported=False, run__isnull=False).values("run_id", "run__name").annotate(
+        seeds=Count("id"), validated=Count("id", filter=validated),
+        reviewed=Count("id", filter=validated & ~Q(review_state=ReviewState.UNREVIEWED)),
+        approved=Count("id", filter=validated & Q(review_state=ReviewState.APPROVED)),
+    ).order_by("-run_id")[:limit])
+    return list(rows)
+
+
+def validation_of(task: Task) -> Validation | None:
+    """The newest finished validation of the current version (what the verifier said)."""
+    if task.current_version_id is None:
+        return None
+    return (Validation.objects.filter(version_id=task.current_version_id)
+            .filter(status__in=[ValidationStatus.DONE, ValidationStatus.ERROR])
+            .prefetch_related("trials__tests").order_by("-id").first())
