@@ -7,7 +7,7 @@ columns are filled from the seeded records. Seeding is skipped when the database
 that data (pass --reseed to start again).
 
 Then serves the site with gunicorn (2 workers × 4 threads on 127.0.0.1) and drives it with
-8 concurrent logged-in clients (httpx), each requesting the pages in turn:
+8 concurrent logged-in clients (urllib with cookie jars), each requesting the pages in turn:
 
   list      /tasks/ with and without filters, sorts, search and deep pages
   detail    /tasks/<id>/ for random tasks, default tab and the repairs tab
@@ -281,13 +281,42 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def login(client, base: str, username: str) -> None:
-    r = client.get(f"{base}/login/")
-    token = client.cookies.get("csrftoken")
-    r = client.post(f"{base}/login/", data={"username": username, "password": "bench", "csrfmiddlewaretoken": token},
-                    headers={"Referer": f"{base}/login/"})
-    if r.status_code not in (200, 302) or "sessionid" not in client.cookies:
-        raise SystemExit(f"login as {username} failed: HTTP {r.status_code}")
+class Client:
+    """One logged-in browser: a cookie jar over urllib (stdlib, no extra dependency)."""
+
+    def __init__(self, base: str):
+        import http.cookiejar
+        import urllib.request
+
+        self.base = base
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+
+    def cookie(self, name: str) -> str | None:
+        return next((c.value for c in self.jar if c.name == name), None)
+
+    def get(self, url: str) -> int:
+        import urllib.error
+
+        try:
+            with self.opener.open(self.base + url, timeout=60) as r:
+                r.read()
+                return r.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    def login(self, username: str) -> None:
+        import urllib.parse
+        import urllib.request
+
+        self.get("/login/")
+        data = urllib.parse.urlencode({"username": username, "password": "bench",
+                                       "csrfmiddlewaretoken": self.cookie("csrftoken") or ""}).encode()
+        req = urllib.request.Request(self.base + "/login/", data=data, headers={"Referer": self.base + "/login/"})
+        with self.opener.open(req, timeout=60) as r:
+            r.read()
+        if not self.cookie("sessionid"):
+            raise SystemExit(f"login as {username} failed")
 
 
 def page_urls(rng: random.Random, task_ids: list[int], run_ids: list[int], tags: list[str], cats: list[str]) -> dict:
@@ -305,25 +334,23 @@ def page_urls(rng: random.Random, task_ids: list[int], run_ids: list[int], tags:
 
 
 def measure(base: str, users: list[str], urls: dict, requests_per_client: int, clients: int) -> dict:
-    import httpx
-
     samples: dict[str, list[float]] = {k: [] for k in urls}
     errors: list[str] = []
     lock = threading.Lock()
 
     def worker(n: int):
-        with httpx.Client(timeout=60, follow_redirects=False) as client:
-            login(client, base, users[n % len(users)])
-            for i in range(requests_per_client):
-                for kind, make in urls.items():
-                    url = make()
-                    t0 = time.perf_counter()
-                    r = client.get(base + url)
-                    ms = (time.perf_counter() - t0) * 1000
-                    with lock:
-                        if r.status_code != 200:
-                            errors.append(f"{url}: HTTP {r.status_code}")
-                        samples[kind].append(ms)
+        client = Client(base)
+        client.login(users[n % len(users)])
+        for i in range(requests_per_client):
+            for kind, make in urls.items():
+                url = make()
+                t0 = time.perf_counter()
+                status = client.get(url)
+                ms = (time.perf_counter() - t0) * 1000
+                with lock:
+                    if status != 200:
+                        errors.append(f"{url}: HTTP {status}")
+                    samples[kind].append(ms)
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(clients)]
     t0 = time.perf_counter()
@@ -402,13 +429,11 @@ def main(argv=None) -> int:
          "-w", str(args.workers), "--threads", str(args.threads), "--log-level", "warning"],
         cwd=REPO, env=env, start_new_session=True)
     try:
-        import httpx
-
-        for _ in range(100):
+        for _ in range(150):
             try:
-                httpx.get(f"{base}/login/", timeout=2)
-                break
-            except httpx.HTTPError:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
                 time.sleep(0.2)
         urls = page_urls(rng, task_ids, run_ids, tags, cats)
         measure(base, users, urls, 2, 2)  # warm-up: imports, connections, caches

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, Min, OuterRef, Q, QuerySet, Subquery
 from django.http import QueryDict
 
 from scenarios.models import Strategy
@@ -266,35 +266,43 @@ class TaskFilter:
         return ", ".join(parts) if parts else "all tasks"
 
 
+def funnel_predicates(run_id: int | None = None) -> dict[str, Q]:
+    """Per funnel stage, the condition a constructed task meets to be counted there. Each is a
+    membership test against one uncorrelated subquery (PostgreSQL hashes it once), so the whole
+    funnel is one fast aggregate; `run_id` narrows the subqueries to one run's records. Re-check
+    validations a reviewer asked for are not construction and never count."""
+    builds = EnvironmentBuild.objects.all()
+    done = Validation.objects.filter(status=ValidationStatus.DONE, recheck__isnull=True)
+    if run_id is not None:
+        builds = builds.filter(environment__task__run_id=run_id)
+        done = done.filter(version__task__run_id=run_id)
+    first_build = Q(environment_id__in=builds.filter(attempt=1).values("environment_id"))
+    first_build_ok = Q(environment_id__in=builds.filter(attempt=1, outcome=BuildOutcome.SUCCEEDED).values("environment_id"))
+    built = Q(environment_id__in=builds.filter(outcome=BuildOutcome.SUCCEEDED).values("environment_id"))
+    # the tasks whose first finished validation accepted the version it validated
+    firsts = done.order_by().values("version__task").annotate(first=Min("id")).values("first")
+    first_pass = Q(pk__in=Validation.objects.filter(pk__in=Subquery(firsts), accepted=True).values("version__task"))
+    validated = Q(status=TaskStatus.VALIDATED)
+    return {
+        "seeds": Q(),
+        "first_build_logs": first_build,
+        "initial_environment_success": first_build_ok,
+        "environment_repair_recovery": first_build & ~first_build_ok & built,
+        "successful_environments": built,
+        "entering_validation": Q(pk__in=done.values("version__task")),
+        "first_pass_valid": first_pass,
+        "task_repair_recovery": validated & ~first_pass,
+        "final_validated": validated,
+    }
+
+
 def funnel_stage(qs: QuerySet, stage: str) -> QuerySet:
-    """The constructed tasks that reached one stage of tasks.services.funnel, by the same
-    predicates (its counts are queries; these are the same queries as filters)."""
-    qs = qs.filter(imported=False)
-    first_build = EnvironmentBuild.objects.filter(environment=OuterRef("environment_id"), attempt=1)
-    built = EnvironmentBuild.objects.filter(environment=OuterRef("environment_id"), outcome=BuildOutcome.SUCCEEDED)
-    done = Validation.objects.filter(version__task=OuterRef("pk"), status=ValidationStatus.DONE)
-    # the task's first finished validation accepted its version
-    first_pass = done.filter(accepted=True).exclude(Exists(Validation.objects.filter(
-        version__task=OuterRef(OuterRef("pk")), status=ValidationStatus.DONE, id__lt=OuterRef("id"))))
-    if stage == "seeds":
-        return qs
-    if stage == "first_build_logs":
-        return qs.filter(Exists(first_build))
-    if stage == "initial_environment_success":
-        return qs.filter(Exists(first_build.filter(outcome=BuildOutcome.SUCCEEDED)))
-    if stage == "environment_repair_recovery":
-        return qs.filter(Exists(first_build), ~Exists(first_build.filter(outcome=BuildOutcome.SUCCEEDED)), Exists(built))
-    if stage == "successful_environments":
-        return qs.filter(Exists(built))
-    if stage == "entering_validation":
-        return qs.filter(Exists(done))
-    if stage == "first_pass_valid":
-        return qs.filter(Exists(first_pass))
-    if stage == "task_repair_recovery":
-        return qs.filter(status=TaskStatus.VALIDATED).exclude(Exists(first_pass))
-    if stage == "final_validated":
-        return qs.filter(status=TaskStatus.VALIDATED)
-    raise ValueError(f"unknown funnel stage {stage!r}")
+    """The constructed tasks that reached one stage of tasks.services.funnel: the same
+    predicates, so a stage's link lists exactly what it counts."""
+    predicates = funnel_predicates()
+    if stage not in predicates:
+        raise ValueError(f"unknown funnel stage {stage!r}")
+    return qs.filter(imported=False).filter(predicates[stage])
 
 
 def search_tasks(qs: QuerySet, query: str) -> QuerySet:

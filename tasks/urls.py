@@ -5,6 +5,7 @@ from . import analytics_views, dataset_views, review_views, views
 app_name = "tasks"
 urlpatterns = [
     path("", views.task_list, name="list"),
+    path("funnel/", views.funnel_table, name="funnel-table"),
     path("<int:task_id>/", views.task_detail, name="detail"),
     path("<int:task_id>/validate/", views.validate, name="validate"),
     path("trials/<int:trial_id>/logs/<str:name>", views.trial_log, name="trial-log"),

@@ -134,8 +134,14 @@ def task_list(request):
         response = render(request, "tasks/list.html#results", context)
         response["HX-Push-Url"] = _list_url(f, page.number)
         return response
-    context["funnel"] = services.funnel(single_run)
     return render(request, "tasks/list.html", context)
+
+
+def funnel_table(request):
+    """The funnel table of one run (?run=) or of all runs, for the task list to load after itself."""
+    run_id = request.GET.get("run", "")
+    run = SynthesisRun.objects.filter(pk=int(run_id)).first() if run_id.isdigit() else None
+    return render(request, "tasks/_funnel.html", {"funnel": services.funnel(run)})
 
 
 @require_POST

@@ -257,7 +257,7 @@ def test_htmx_gets_the_results_partial_with_fresh_counts(task, client_as):
     response = client.get("/tasks/?q=&run=&status=validated&tests_min=&page=2")
     assert response.status_code == 302 and response["Location"] == "/tasks/?status=validated&page=2"
     full = page_of(client, "/tasks/?status=validated")
-    assert 'hx-push-url="true"' in full and 'hx-target="#results"' in full and "Final validated tasks" in full
+    assert 'hx-push-url="true"' in full and 'hx-target="#results"' in full and 'hx-get="/tasks/funnel/"' in full
 
 
 def test_the_list_links_its_query_to_review_bulk_export_and_rollouts(task, client_as):
@@ -456,3 +456,14 @@ def test_terminal_output_keeps_its_colours_and_nothing_else():
     assert str(ansi_to_html('\x1b[31m"><img src=x onerror=alert(1)>')) == \
         '<span class="ansi-fg-1">"&gt;&lt;img src=x onerror=alert(1)&gt;</span>'
     assert strip_ansi("\x1b[32mPASS\x1b[0m") == "PASS"
+
+
+def test_the_list_loads_its_funnel_after_itself(client_as):
+    from tasks.models import Task, TaskStatus
+
+    Task.objects.create(name="seeded", status=TaskStatus.VALIDATED)  # imported=False: a funnel seed
+    c = client_as("viewer")
+    page = c.get("/tasks/").content.decode()
+    assert 'hx-get="/tasks/funnel/"' in page and "Scenario–skill seeds" not in page
+    table = c.get("/tasks/funnel/").content.decode()
+    assert "Scenario–skill seeds" in table and '<td class="num">1</td>' in table
