@@ -741,8 +741,10 @@ class _Rollout:
                  limits: de.SandboxLimits, command_timeout_cap_s: float,
                  default_command_timeout_s: float, verifier_timeout_s: float,
                  max_output_chars: int, max_context_chars: int, owner: str, stage: str,
-                 prompt_version: str, clock: Callable[[], float]):
+                 prompt_version: str, clock: Callable[[], float],
+                 on_turn: Callable[[Turn], None] | None = None):
         self.client = client
+        self.on_turn = on_turn
         self.image_tag = image_tag
         self.task = task
         self.llm = llm
@@ -792,8 +794,10 @@ class _Rollout:
             self.traj.turns.append(turn)
             if answer is None:
                 confirming = False  # a reply we could not read confirms nothing
+                self.emit(turn)
                 continue
             outputs = self.run_commands(sb, turn, answer)
+            self.emit(turn)
             if answer.task_complete and confirming:
                 raise _Stop("completed")
             parts = [outputs] if outputs else ["(no commands ran)"]
@@ -808,6 +812,12 @@ class _Rollout:
             self.trim_context()
             confirming = answer.task_complete
         raise _Stop("turn_budget")
+
+    def emit(self, turn: Turn) -> None:
+        # The caller stores the turn as it happens (a live transcript) and may stop the rollout
+        # by raising; whatever it raises leaves run_rollout after the sandbox is removed.
+        if self.on_turn is not None:
+            self.on_turn(turn)
 
     def ask(self, n: int) -> tuple[Turn, TurnAnswer | None]:
         t0 = self.clock()
@@ -1008,6 +1018,7 @@ def run_rollout(
     stage: str = STAGE,
     prompt_version: str = PROMPT_VERSION,
     clock: Callable[[], float] = time.monotonic,
+    on_turn: Callable[[Turn], None] | None = None,
 ) -> Trajectory:
     """Run one agent attempt on the task in task_dir (environment already built as image_tag)
     and grade it with the task's verifier. See the module docstring for the loop.
@@ -1025,6 +1036,11 @@ def run_rollout(
     stop_reason "infra_error" and reward None (retry it), and a sandbox that the agent's
     commands got killed (disk limit, a command that would not die) with "sandbox_killed" and
     reward 0, as Harbor scores a trial whose verifier could not run.
+
+    on_turn, if given, is called with each Turn once its commands ran (or its reply failed to
+    parse), before the next model call: a caller can store the transcript as it grows. An
+    exception it raises ends the rollout without grading and propagates, after the sandbox is
+    removed (a cancelled batch stops its trajectories that way).
     """
     started = clock()
     task = v.TaskFiles(Path(task_dir))
@@ -1042,7 +1058,7 @@ def run_rollout(
                   default_command_timeout_s=default_command_timeout_s,
                   verifier_timeout_s=verifier_timeout, max_output_chars=max_output_chars,
                   max_context_chars=max_context_chars, owner=run_owner, stage=stage,
-                  prompt_version=prompt_version, clock=clock)
+                  prompt_version=prompt_version, clock=clock, on_turn=on_turn)
     traj = ro.traj
     try:
         workdir = _workdir(client, task, image_tag)
