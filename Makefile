@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-.PHONY: install system-deps demo serve test test-fast worker bench clean-data
+.PHONY: install system-deps demo demo-cassette serve test test-fast worker bench clean-data
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ demo: install
 	$(BIN)/facet migrate --noinput
 	$(BIN)/facet demo
 	$(BIN)/facet runserver 127.0.0.1:8000
+
+# Re-record scenarios/fixtures/demo.cassette.jsonl (synthesis and construction of the demo run, from
+# scenarios/scripted_llm.py, against the Docker Engine); see docs/tasks.md, "The demo's construction".
+demo-cassette: install
+	$(BIN)/python scripts/record-demo-cassette
 
 serve: install
 	$(BIN)/facet runserver 127.0.0.1:8000

@@ -1,7 +1,8 @@
 """Dashboard benchmark: page latency of the review dashboard at the paper's scale, over real HTTP.
 
 Seeds a PostgreSQL database (created if missing) with 71,341 skills, 10,000 constructed tasks in
-20 runs (scenarios, environments, 1–4 versions each, validations), 50,000 trials with per-test
+20 runs (scenarios, environments with one or two build attempts, 1–4 versions each,
+validations), 50,000 trials with per-test
 results, 100,000 review events (decisions and audit events) and the task labels; the summary
 columns are filled from the seeded records. Seeding is skipped when the database already holds
 that data (pass --reseed to start again).
@@ -89,7 +90,7 @@ def seed(rng: random.Random) -> dict:
     from facet_site.services import ensure_user
     from scenarios.models import CandidatePair, Consistency, PairSkill, PairVerdict, RunStatus, Scenario, Stage, SynthesisRun, WorkStatus
     from skills.models import Category, Skill
-    from tasks.models import (AuditEvent, Decision, Environment, EnvironmentStatus, LabelKind, RejectReason,
+    from tasks.models import (AuditEvent, BuildOutcome, Decision, Environment, EnvironmentBuild, EnvironmentStatus, LabelKind, RejectReason,
                               RepairRound, ReviewState, Task, TaskLabel, TaskStatus, TaskVersion, TestResult, Trial,
                               TrialKind, Validation, ValidationStatus, Verdict)
     from tasks.summary import families
@@ -140,6 +141,19 @@ def seed(rng: random.Random) -> dict:
                            "data/orders.csv": "id,customer,total\n" + "".join(f"{k},c{k % 7},{k * 3}\n" for k in range(40))},
                     initial_state={"files": [{"path": "/app/data/orders.csv", "size": 600}]})
         for i, s in enumerate(scenarios)], batch_size=batch)
+    # build attempts: 85% build first time, the rest after one environment repair
+    builds = []
+    for env in envs:
+        first_ok = rng.random() < 0.85
+        builds.append(EnvironmentBuild(environment=env, attempt=1, files=env.files, image_tag=env.image_tag,
+                                       outcome=BuildOutcome.SUCCEEDED if first_ok else BuildOutcome.BUILD_FAILED,
+                                       reason="" if first_ok else "E: Unable to locate package python3-polars",
+                                       log="Step 1/3 : FROM facet-base:bookworm\n", seconds=rng.uniform(2, 40)))
+        if not first_ok:
+            builds.append(EnvironmentBuild(environment=env, attempt=2, files=env.files, image_tag=env.image_tag,
+                                           outcome=BuildOutcome.SUCCEEDED, log="Step 1/3 : FROM facet-base:bookworm\n",
+                                           seconds=rng.uniform(2, 40)))
+    EnvironmentBuild.objects.bulk_create(builds, batch_size=batch)
     timings["scenarios"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

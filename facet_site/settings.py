@@ -172,6 +172,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(BROKER_DIR / "processed"),
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
+        # The workers look for new job files this often (kombu's default is 1 s). Construction hands
+        # a task from job to job, so the poll adds up; listing a folder 5 times a second is cheap.
+        "polling_interval": env_float("FACET_BROKER_POLL_S", 0.2),
     }
 else:
     # Redelivery of a job whose worker died: the visibility timeout bounds how long it stays invisible.
@@ -195,6 +198,24 @@ FACET_INGEST_MAX_UPLOAD_BYTES = env_int("FACET_INGEST_MAX_UPLOAD_BYTES", 200_000
 FACET_NEAR_DUPLICATE_THRESHOLD = env_float("FACET_NEAR_DUPLICATE_THRESHOLD", 0.95)
 FACET_EMBEDDING_BACKEND = os.environ.get("FACET_EMBEDDING_BACKEND", "onnx-int8")
 FACET_MODELS_DIR = Path(os.environ.get("FACET_MODELS_DIR") or DATA_DIR / "models").resolve()
+
+# --- Task construction and validation (docs/tasks.md, docs/docker.md) ----------------------------
+# A trial's solution.log and verifier.log keep the command's whole output up to this size (then a
+# marker); the database keeps a 16 KiB head and tail of it.
+FACET_TRIAL_LOG_MAX_BYTES = env_int("FACET_TRIAL_LOG_MAX_BYTES", 64 * 1024 * 1024)
+# `facet worker` runs Celery beat inside the worker (unless --no-beat): every this many seconds
+# tasks and validations that waited for a Docker Engine are resumed when one answers.
+FACET_RESUME_WAITING_S = env_float("FACET_RESUME_WAITING_S", 60.0)
+CELERY_BEAT_SCHEDULE = {
+    "resume-waiting-for-docker": {"task": "tasks.jobs.resume_waiting", "schedule": FACET_RESUME_WAITING_S},
+    # reviewers' re-checks and rollout trajectories that waited for Docker or lost their worker
+    "resume-rechecks": {"task": "tasks.jobs.resume_rechecks", "schedule": FACET_RESUME_WAITING_S},
+    "resume-rollouts": {"task": "tasks.jobs.resume_rollouts", "schedule": FACET_RESUME_WAITING_S},
+}
+# analytics results are cached for at most this many seconds, keyed by a stamp of the data (0: off)
+FACET_ANALYTICS_CACHE_S = env_int("FACET_ANALYTICS_CACHE_S", 120)
+# a review-queue lock left by a reviewer who walked away is free for others after this long
+FACET_REVIEW_LOCK_MINUTES = env_int("FACET_REVIEW_LOCK_MINUTES", 15)
 
 LOGGING = {
     "version": 1,

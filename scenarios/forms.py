@@ -41,8 +41,17 @@ def config_error_field(exc: Exception) -> tuple[str, str]:
     return FIELD_ALIASES.get(field, field), text
 
 
-# "skills: fewer than two accepted skills match" is about the selection, which the categories make
-FIELD_ALIASES = {"skills": "categories"}
+# "skills: fewer than two accepted skills match" is about the selection, which the categories make;
+# construction settings are named by their config path (construction.timeouts.build_s)
+FIELD_ALIASES = {"skills": "categories", "auto": "auto_construct", "build_s": "build_timeout_s",
+                 "solution_s": "solution_timeout_s", "verifier_s": "verifier_timeout_s",
+                 "init_check_s": "init_check_timeout_s"}
+
+# form field -> key of the run's "construction" section (timeouts in its "timeouts" object)
+CONSTRUCTION_FIELDS = {"max_environment_repairs": "max_environment_repairs", "max_repair_rounds": "max_repair_rounds",
+                       "max_partials": "max_partials"}
+TIMEOUT_FIELDS = {"build_timeout_s": "build_s", "solution_timeout_s": "solution_s",
+                  "verifier_timeout_s": "verifier_s", "init_check_timeout_s": "init_check_s"}
 
 
 def category_choices() -> list[tuple[str, str]]:
@@ -65,23 +74,49 @@ class StartRunForm(forms.Form):
     max_pairs = forms.IntegerField(required=False)
     max_tokens = forms.IntegerField(required=False)
     model = forms.CharField(max_length=200, required=False)
+    # Task construction (stage 3); the strategy above orders its artifacts.
+    auto_construct = forms.BooleanField(
+        required=False, initial=True, label="Construct tasks",
+        help_text="When the run finishes on the workers, build and validate a task from each consistent scenario.")
+    max_environment_repairs = forms.IntegerField(
+        required=False, label="Max environment repairs", help_text="Rebuilds after a failed build, 0–10; then the task is discarded.")
+    max_repair_rounds = forms.IntegerField(
+        required=False, label="Max repair rounds", help_text="Targeted repairs after a failed validation, 0–20.")
+    max_partials = forms.IntegerField(
+        required=False, label="Partial solutions", help_text="Truncated solutions that must not pass the verifier, 0–3.")
+    build_timeout_s = forms.IntegerField(required=False, label="Build timeout (s)", help_text="10–3600 seconds.")
+    solution_timeout_s = forms.IntegerField(required=False, label="Solution timeout (s)", help_text="5–3600 seconds.")
+    verifier_timeout_s = forms.IntegerField(required=False, label="Verifier timeout (s)", help_text="5–3600 seconds.")
+    init_check_timeout_s = forms.IntegerField(required=False, label="Init check timeout (s)", help_text="1–600 seconds.")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        from tasks.services import DEFAULT_CONSTRUCTION
+
         self.fields["categories"].choices = category_choices()
         defaults = services.DEFAULT_CONFIG
         for section, name in (("skills", "max_skills"), ("limits", "max_pairs"), ("limits", "max_tokens")):
             self.fields[name].initial = (defaults.get(section) or {}).get(name)
         self.fields["model"].initial = (defaults.get("llm") or {}).get("model", "")
         self.fields["strategy"].initial = defaults.get("strategy", Strategy.FORWARD)
+        for name, key in CONSTRUCTION_FIELDS.items():
+            self.fields[name].initial = DEFAULT_CONSTRUCTION[key]
+        for name, key in TIMEOUT_FIELDS.items():
+            self.fields[name].initial = DEFAULT_CONSTRUCTION["timeouts"][key]
 
     def config(self) -> dict:
         d = self.cleaned_data
+        construction = {"auto": bool(d["auto_construct"])}
+        construction.update({key: d[name] for name, key in CONSTRUCTION_FIELDS.items() if d[name] is not None})
+        timeouts = {key: d[name] for name, key in TIMEOUT_FIELDS.items() if d[name] is not None}
+        if timeouts:
+            construction["timeouts"] = timeouts
         return build_config({
             "strategy": d["strategy"],
             "skills": {"categories": list(d["categories"]), "max_skills": d["max_skills"]},
             "limits": {"max_pairs": d["max_pairs"], "max_tokens": d["max_tokens"]},
             "llm": {"model": d["model"] or None},
+            "construction": construction,
         })
 
     def add_config_error(self, exc: Exception) -> None:

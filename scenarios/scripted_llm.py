@@ -15,6 +15,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from scenarios import scripted_demo_tasks as demo_tasks
+
 
 def _h(text: str, mod: int) -> int:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16) % mod
@@ -152,9 +154,11 @@ def consistency(user: str) -> dict:
 
 
 # --- task construction (tasks app) ------------------------------------------------------------
-# A small, real task: total the paid orders per customer (cancelled orders are the distractors,
-# customers.csv the cross-file relation). A scenario whose text carries "facet-test-case: <case>"
-# gets a deliberately broken first answer, so the end-to-end tests exercise each repair path.
+# The demo run's eight scenarios get the tasks of scripted_demo_tasks (grounded in the demo skills,
+# with the first answers a model gets wrong). Any other scenario gets a small, real task: total the
+# paid orders per customer (cancelled orders are the distractors, customers.csv the cross-file
+# relation); one whose text carries "facet-test-case: <case>" gets a deliberately broken first
+# answer, so the end-to-end tests exercise each repair path.
 
 def _case(user: str) -> str:
     m = re.search(r"facet-test-case:\s*([a-z-]+)", user)
@@ -225,6 +229,8 @@ def _materialization(user: str, *, broken: str = "") -> dict:
 
 
 def task_manifest(user: str) -> dict:
+    if demo := demo_tasks.find(user):
+        return demo_tasks.manifest(demo, user)
     return {"workdir": "/app", "directories": ["/app/data", "/app/out"],
             "files": [{"path": "/app/data/orders.csv", "purpose": "orders with cancelled distractors", "format": "CSV"},
                       {"path": "/app/data/customers.csv", "purpose": "customer names by id", "format": "CSV"}],
@@ -233,28 +239,38 @@ def task_manifest(user: str) -> dict:
 
 
 def task_materialize(user: str) -> dict:
+    if demo := demo_tasks.find(user):
+        return demo_tasks.materialize(demo, user, _base_image(user))
     return _materialization(user, broken=_case(user))
 
 
 def task_environment_repair(user: str) -> dict:
+    if demo := demo_tasks.find(user):
+        return demo_tasks.environment_repair(demo, user, _base_image(user))
     if _case(user) == "env-hopeless":  # a repair that never finds the fault
         return {**_materialization(user, broken="env-hopeless"), "diagnosis": "Tried the same module again."}
     return {**_materialization(user), "diagnosis": "Rebuilt the context from the manifest on the configured base image."}
 
 
 def task_instruction(user: str) -> dict:
+    if demo := demo_tasks.find(user):
+        return demo_tasks.instruction(demo, user)
     return {"instruction": "Total the **paid** orders of `/app/data/orders.csv` per customer, using the names in "
                            "`/app/data/customers.csv`. Write `/app/out/report.csv` with the header `name,total` and one "
                            "row per customer (sorted by customer id), then write `done` to `/app/out/status.txt`."}
 
 
 def task_solution(user: str) -> dict:
+    if demo := demo_tasks.find(user):
+        return demo_tasks.solution(demo, user)
     if _case(user) == "solution-fail" and "Repair the solution" not in user:
         return {"solve_sh": "#!/bin/bash\nset -euo pipefail\ncd /app\npython3 -c 'import facet_module_that_does_not_exist'\n"}
     return {"solve_sh": GOOD_SOLVE}
 
 
 def task_verifier(user: str) -> dict:
+    if demo := demo_tasks.find(user):
+        return demo_tasks.verifier(demo, user)
     case = _case(user)
     if "Repair the verifier" in user:
         if case == "hopeless":  # a verifier that never accepts anything, a new variant each round
@@ -274,6 +290,8 @@ def task_joint(user: str) -> dict:
 
 
 def task_router(user: str) -> dict:
+    if demo := demo_tasks.find(user):
+        return demo_tasks.router(demo, user)
     return {"artifact": "verifier", "reason": "the reference solution exits 0 and writes the requested files; the tests expect other values"}
 
 

@@ -115,6 +115,12 @@ def validate_config(config: dict | None) -> dict:
         raise RunConfigError("llm.profiles: expected an object of stage name → settings")
     if cfg["llm"]["provider"] not in ("", "openai", "replay"):
         raise RunConfigError("llm.provider: expected openai or replay")
+    from tasks.services import ConstructionConfigError, check_construction_config  # tasks builds on scenarios
+
+    try:
+        check_construction_config(cfg["construction"])
+    except ConstructionConfigError as exc:
+        raise RunConfigError(str(exc)) from None
     return cfg
 
 

@@ -25,7 +25,7 @@ from typing import Callable
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Exists, Min, OuterRef, Q
+from django.db.models import Count
 from django.utils import timezone
 
 from facet_site.lib import docker_engine as de
@@ -70,6 +70,51 @@ DEFAULT_CONSTRUCTION = {
     # caps on what task.toml asks for; validation uses the smaller
     "timeouts": {"build_s": 600, "solution_s": 300, "verifier_s": 300, "init_check_s": 60},
 }
+
+# What a run may set (the run form, the API and the CLI all pass through check_construction_config):
+# the range of each number, and what it means to the user.
+CONSTRUCTION_RANGES = {
+    "max_environment_repairs": (0, 10, "environment repairs"),
+    "max_repair_rounds": (0, 20, "repair rounds"),
+    "max_partials": (0, 3, "partial solutions"),
+    "stale_after_minutes": (1, 24 * 60, "minutes"),
+}
+TIMEOUT_RANGES = {"build_s": (10, 3600), "solution_s": (5, 3600), "verifier_s": (5, 3600), "init_check_s": (1, 600)}
+
+
+class ConstructionConfigError(ValueError):
+    """A bad value in a run's "construction" settings; `field` is its path, e.g. construction.timeouts.build_s."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+def check_construction_config(given) -> dict:
+    """The run's "construction" section as given, checked: known keys, integers and seconds in range,
+    `auto` a boolean. Raises ConstructionConfigError naming the setting."""
+    if not isinstance(given, dict):
+        raise ConstructionConfigError("construction", "expected an object")
+    for key in given:
+        if key not in DEFAULT_CONSTRUCTION and key != "auto":
+            raise ConstructionConfigError(f"construction.{key}", "unknown setting")
+    if "auto" in given and not isinstance(given["auto"], bool):
+        raise ConstructionConfigError("construction.auto", "expected true or false")
+    for key, (low, high, what) in CONSTRUCTION_RANGES.items():
+        value = given.get(key)
+        if key in given and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
+            raise ConstructionConfigError(f"construction.{key}", f"must be a whole number of {what} from {low} to {high}")
+    timeouts = given.get("timeouts", {})
+    if not isinstance(timeouts, dict):
+        raise ConstructionConfigError("construction.timeouts", "expected an object of seconds")
+    for key, value in timeouts.items():
+        if key not in TIMEOUT_RANGES:
+            raise ConstructionConfigError(f"construction.timeouts.{key}", "unknown timeout")
+        low, high = TIMEOUT_RANGES[key]
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high:
+            raise ConstructionConfigError(f"construction.timeouts.{key}", f"must be a number of seconds from {low} to {high}")
+    return given
+
 
 SOLVE_SH = "solution/solve.sh"
 TEST_SH = "tests/test.sh"
@@ -481,7 +526,7 @@ def _failing_trial(validation: Validation) -> Trial | None:
 
 def step_repair(task: Task) -> None:
     version = task.current_version
-    validation = version.validations.filter(status=ValidationStatus.DONE).order_by("-id").first()
+    validation = version.validations.filter(status=ValidationStatus.DONE, recheck__isnull=True).order_by("-id").first()
     number = task.repairs.count() + 1
     run_cfg = construction_config(task.run)
     files = dict(version.files)
@@ -622,6 +667,10 @@ def step_build(task: Task) -> None:
                 build = _record_build(env, attempt, outcome=BuildOutcome.BUILD_FAILED, reason=str(exc)[:5000],
                                       full_log=exc.log, seconds=exc.seconds)
                 return _after_failed_build(task, env, build, run_cfg)
+            except de.BaseImageMissing as exc:
+                # The engine lacks our base image: the machine's to fix, not the environment's. The
+                # task waits like one without an engine; resuming tries again.
+                return _release(task, f"{exc}; see README (Docker)", status=TaskStatus.WAITING_FOR_DOCKER)
         workdir = (env.manifest or {}).get("workdir") or val.DEFAULT_WORKDIR
         failed_check = _init_checks(client, result.image_tag, env.init_checks, workdir,
                                     run_cfg["timeouts"]["init_check_s"])
@@ -656,7 +705,8 @@ def _init_checks(client, image_tag: str, checks: list[str], workdir: str, timeou
 def step_validate(task: Task) -> None:
     version = task.current_version
     validation = version.validations.filter(
-        status__in=[ValidationStatus.QUEUED, ValidationStatus.WAITING_FOR_DOCKER]).order_by("id").first()
+        status__in=[ValidationStatus.QUEUED, ValidationStatus.WAITING_FOR_DOCKER], recheck__isnull=True
+    ).order_by("id").first()
     if validation is None:
         validation = Validation.objects.create(version=version)
     validation = validate(validation.pk, run_cfg=construction_config(task.run))
@@ -719,6 +769,12 @@ def validate(validation_id: int, *, run_cfg: dict | None = None, client=None) ->
         Validation.objects.filter(pk=validation_id).update(status=ValidationStatus.WAITING_FOR_DOCKER,
                                                            reason=str(exc))
         return Validation.objects.get(pk=validation_id)
+    # The sandboxes of this attempt carry this owner label, and the label is on record before
+    # any container exists: if the engine goes away mid-run the attempt cannot remove them,
+    # and whoever resumes the validation removes them by it (remove_attempt_sandboxes).
+    remove_attempt_sandboxes(validation, client)
+    owner = validation_owner(validation)
+    Validation.objects.filter(pk=validation_id).update(settings={"owner": owner})
     logs = data_dir("validations", validation.pk)
     t = run_cfg["timeouts"]
     try:
@@ -728,17 +784,42 @@ def validate(validation_id: int, *, run_cfg: dict | None = None, client=None) ->
                 client, task_dir, base_image=base_image(), max_partials=run_cfg["max_partials"],
                 timeouts=val.ValidationTimeouts(max_build_s=t["build_s"], max_solution_s=t["solution_s"],
                                                 max_verifier_s=t["verifier_s"]),
-                keep_logs_dir=logs, owner=_owner())
+                keep_logs_dir=logs, owner=owner,
+                trial_log_max_bytes=getattr(settings, "FACET_TRIAL_LOG_MAX_BYTES", 64 * 1024 * 1024))
     except de.TransientEngineError as exc:
-        # Engine gone or restarting mid-run: validate_task removed its sandboxes; try again later.
-        Validation.objects.filter(pk=validation_id).update(
-            status=ValidationStatus.WAITING_FOR_DOCKER, reason=f"{exc}"[:5000] + ("" if "README" in str(exc) else "; see README"))
+        # Engine gone or restarting mid-run: nothing the task did. The trials so far are dropped
+        # (they ran against an engine that went away) and the whole validation runs again from
+        # clean containers once the engine answers.
+        reason = (f"infrastructure: the Docker engine failed during the validation (daemon restarting or "
+                  f"connection lost): {exc}")
+        if "README" not in reason:
+            reason += "; it runs again when the engine answers (see README, Docker)"
+        Validation.objects.filter(pk=validation_id).update(status=ValidationStatus.WAITING_FOR_DOCKER,
+                                                           reason=reason[:5000])
         return Validation.objects.get(pk=validation_id)
     finally:
         if own_client and client is not None:
             client.close()
     store_report(validation, report, logs)
     return Validation.objects.get(pk=validation_id)
+
+
+def validation_owner(validation: Validation) -> str:
+    """The owner label prefix of one validation attempt's sandboxes (validate_task appends its
+    own suffix). It starts with this worker's owner, so a worker's clean-up covers it too."""
+    return f"{_owner()}:validation-{validation.pk}"
+
+
+def remove_attempt_sandboxes(validation: Validation, client) -> int:
+    """Remove what an earlier, interrupted attempt of this validation left (by its owner label)."""
+    previous = (validation.settings or {}).get("owner")
+    if not previous or client is None:
+        return 0
+    try:
+        return de.cleanup_leftovers(client, owner_prefix=f"{previous}:")
+    except de.DockerEngineError as exc:
+        log.warning("could not remove the sandboxes of validation %s: %s", validation.pk, exc)
+        return 0
 
 
 def store_report(validation: Validation, report: val.ValidationReport, logs: Path) -> None:
@@ -770,7 +851,8 @@ def validate_pending(*, client=None) -> list[Validation]:
     """Every queued or waiting validation (the CLI's --pending), oldest first."""
     done = []
     for vid in Validation.objects.filter(
-            status__in=[ValidationStatus.QUEUED, ValidationStatus.WAITING_FOR_DOCKER]).order_by("id").values_list("id", flat=True):
+            status__in=[ValidationStatus.QUEUED, ValidationStatus.WAITING_FOR_DOCKER],
+            recheck__isnull=True).order_by("id").values_list("id", flat=True):
         task = Task.objects.filter(versions__validations__pk=vid).first()
         if task is not None and task.step == Step.VALIDATE and not task.imported:
             run_step(task.pk)  # construction's own validation: the task moves on with it
@@ -788,22 +870,51 @@ def validate_pending(*, client=None) -> list[Validation]:
 
 
 def resume_waiting(*, run: SynthesisRun | None = None) -> int:
-    """Tasks and validations that waited for Docker go back to work once an engine answers."""
+    """Tasks and validations that waited for Docker go back to work once an engine answers.
+
+    Called by every advance_construction, by `facet construct --resume` and periodically by the
+    tasks.jobs.resume_waiting job (Celery beat inside `facet worker`). A construction task goes
+    back to its step; a validation requested on its own (task page, API, an imported task) is
+    queued again and handed to the Docker queue. Returns how many tasks resumed."""
     tasks = Task.objects.filter(status=TaskStatus.WAITING_FOR_DOCKER)
+    waiting_validations = Validation.objects.filter(status=ValidationStatus.WAITING_FOR_DOCKER)
     if run is not None:
         tasks = tasks.filter(run=run)
-    waiting_validations = Validation.objects.filter(status=ValidationStatus.WAITING_FOR_DOCKER)
+        waiting_validations = waiting_validations.filter(version__task__run=run)
     if not tasks.exists() and not waiting_validations.exists():
         return 0
     try:
-        de.connect(timeout_s=10).close()
+        client = de.connect(timeout_s=10)
     except de.EngineUnavailable:
         return 0
+    try:
+        # What an engine restart stopped is garbage now: each waiting validation's own sandboxes
+        # (by owner label) and any stopped sandbox a minute old (a sandbox never stops by itself).
+        for validation in waiting_validations:
+            remove_attempt_sandboxes(validation, client)
+        de.cleanup_leftovers(client, older_than_s=60, stopped_only=True)
+    except de.DockerEngineError as exc:
+        log.warning("could not remove stopped sandboxes: %s", exc)
+    finally:
+        client.close()
     resumed = 0
     for task in tasks:
         resumed += Task.objects.filter(pk=task.pk, status=TaskStatus.WAITING_FOR_DOCKER).update(
             status=_STATUS_FOR_STEP.get(task.step, TaskStatus.CONSTRUCTING), claimed_at=None, message="")
-    waiting_validations.update(status=ValidationStatus.QUEUED)
+    ids = list(waiting_validations.values_list("id", flat=True))
+    Validation.objects.filter(pk__in=ids, status=ValidationStatus.WAITING_FOR_DOCKER).update(
+        status=ValidationStatus.QUEUED)
+    # Construction's own validations run with their task's validate step; a reviewer's re-check
+    # goes back to its re-check job (it never changes the task); the others need a job.
+    rechecks = sorted(set(Validation.objects.filter(pk__in=ids, recheck__isnull=False)
+                          .values_list("recheck_id", flat=True)))
+    standalone = list(Validation.objects.filter(pk__in=ids, recheck__isnull=True).exclude(
+        version__task__step=Step.VALIDATE, version__task__imported=False).values_list("id", flat=True))
+    if standalone or rechecks:
+        from . import jobs
+
+        transaction.on_commit(lambda: ([jobs.docker_validate.delay(vid) for vid in standalone]
+                                       + [jobs.docker_recheck.delay(rid) for rid in rechecks]))
     return resumed
 
 
@@ -862,33 +973,17 @@ FUNNEL_STAGES = [
 
 
 def funnel(run: SynthesisRun | None = None) -> list[dict]:
-    """Table 5 over constructed tasks (imported ones never had a seed). Every number is a query."""
+    """Table 5 over constructed tasks (imported ones never had a seed). Every number is a query:
+    one aggregate with tasks.filters.funnel_predicates, which are also the task list's `stage`
+    filter."""
+    from .filters import funnel_predicates
+
     tasks = Task.objects.filter(imported=False)
     if run is not None:
         tasks = tasks.filter(run=run)
-    first_build = EnvironmentBuild.objects.filter(environment=OuterRef("environment_id"), attempt=1)
-    built = EnvironmentBuild.objects.filter(environment=OuterRef("environment_id"), outcome=BuildOutcome.SUCCEEDED)
-    validated = Validation.objects.filter(version__task=OuterRef("pk"), status=ValidationStatus.DONE)
-    tasks = tasks.annotate(
-        has_first=Exists(first_build),
-        first_ok=Exists(first_build.filter(outcome=BuildOutcome.SUCCEEDED)),
-        has_env=Exists(built),
-        entered=Exists(validated),
-        first_validation=Min("versions__validations__id", filter=Q(versions__validations__status=ValidationStatus.DONE)),
-    )
-    first_pass_ids = Validation.objects.filter(pk__in=tasks.values("first_validation"), accepted=True)
-    counts = {
-        "seeds": tasks.count(),
-        "first_build_logs": tasks.filter(has_first=True).count(),
-        "initial_environment_success": tasks.filter(first_ok=True).count(),
-        "environment_repair_recovery": tasks.filter(has_first=True, first_ok=False, has_env=True).count(),
-        "successful_environments": tasks.filter(has_env=True).count(),
-        "entering_validation": tasks.filter(entered=True).count(),
-        "first_pass_valid": first_pass_ids.count(),
-        "final_validated": tasks.filter(status=TaskStatus.VALIDATED).count(),
-    }
-    first_pass_tasks = first_pass_ids.values("version__task_id")
-    counts["task_repair_recovery"] = tasks.filter(status=TaskStatus.VALIDATED).exclude(pk__in=first_pass_tasks).count()
+    predicates = funnel_predicates(run.pk if run is not None else None)
+    counts = tasks.aggregate(**{stage: Count("pk", filter=predicates[stage]) if predicates[stage] else Count("pk")
+                                for stage, _, _ in FUNNEL_STAGES})
     rows = []
     for stage, label, base in FUNNEL_STAGES:
         retention = None

@@ -309,6 +309,49 @@ class _HeadTail:
         return self.getvalue().decode("utf-8", errors="replace")
 
 
+class _FileSink:
+    """Streams output to a file, up to `max_bytes`; the rest is counted and a marker at the end
+    says how much was cut. The full log a reviewer downloads, where _HeadTail keeps only 1 MiB."""
+
+    def __init__(self, path: Path, max_bytes: int):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max(int(max_bytes), 0)
+        self.fh: IO[bytes] | None = open(self.path, "wb")
+        self.written = 0
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        if self.fh is None or self.written >= self.max_bytes:
+            return
+        take = data[: self.max_bytes - self.written]
+        self.fh.write(take)
+        self.written += len(take)
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.written
+
+    def close(self) -> None:
+        if self.fh is None:
+            return
+        if self.truncated:
+            self.fh.write(f"\n[facet: log truncated at {self.max_bytes} bytes; the command printed "
+                          f"{self.total} bytes in all]\n".encode())
+        self.fh.close()
+        self.fh = None
+
+
+class _Tee:
+    def __init__(self, *sinks: Any):
+        self.sinks = sinks
+
+    def feed(self, data: bytes) -> None:
+        for sink in self.sinks:
+            sink.feed(data)
+
+
 # --------------------------------------------------------------------------------------------
 # Base image
 
@@ -854,7 +897,10 @@ class SandboxLimits:
     disk_bytes: int = 4 * GiB
     tmp_bytes: int = 512 * MiB  # /tmp is a tmpfs; it counts against memory_bytes too
     output_bytes: int = 1 * MiB  # per exec, head and tail kept
-    disk_poll_s: float = 1.0  # a fast writer overshoots disk_bytes by up to ~1 s of writes
+    # How often the watchdog reads the writable layer's size while an exec runs (a ~2 ms API
+    # call; slower answers, e.g. for a layer of many files, space the polls out). A writer at
+    # page-cache speed (~300 MB/s here) overshoots disk_bytes by about one interval of writes.
+    disk_poll_s: float = 0.2
 
 
 @dataclass
@@ -867,6 +913,8 @@ class ExecResult:
     dropped_bytes: int = 0
     oom_killed: bool = False
     killed_by: str = ""  # "", "timeout", "memory", "disk"
+    output_path: str | None = None  # where the whole output went (exec's output_path)
+    output_path_truncated: bool = False  # that file hit its cap and ends with a marker
 
     @property
     def ok(self) -> bool:
@@ -1191,6 +1239,8 @@ class Sandbox:
         workdir: str | None = None,
         env: Mapping[str, str] | None = None,
         user: str | None = None,
+        output_path: Path | None = None,
+        output_path_max_bytes: int = 64 * MiB,
     ) -> ExecResult:
         """Run a command (a string goes through `bash -c`) and wait for it, at most timeout_s.
 
@@ -1198,7 +1248,12 @@ class Sandbox:
         watchdog kills every process but init a few seconds later if output still flows, and
         kills the container (SandboxGone afterwards) if even that does not end the exec.
         Output is read as it comes and capped, so a command printing gigabytes costs time, not
-        memory. Background processes a command leaves running keep running.
+        memory; with `output_path` the whole output also streams to that file, up to
+        `output_path_max_bytes` and then a marker. Background processes a command leaves running
+        keep running.
+
+        An exec whose stream ends because the engine went away (daemon restart, connection
+        lost) raises TransientEngineError: that is not the command's doing.
         """
         cid = self._require_alive()
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
@@ -1213,13 +1268,15 @@ class Sandbox:
                 environment=dict(env) if env else None, workdir=workdir, user=user or "",
             )["Id"]
             sock = self.client.api.exec_start(exec_id, socket=True)
-        killed_by = self._pump(sock, capture, started, timeout_s)
+        file_sink = _FileSink(output_path, output_path_max_bytes) if output_path is not None else None
+        try:
+            killed_by = self._pump(sock, _Tee(capture, file_sink) if file_sink else capture,
+                                   started, timeout_s)
+        finally:
+            if file_sink is not None:
+                file_sink.close()
         seconds = time.monotonic() - started
-        exit_code: int | None = None
-        with contextlib.suppress(DockerException, requests.exceptions.RequestException, OSError):
-            info = self.client.api.exec_inspect(exec_id)
-            if not info.get("Running"):
-                exit_code = info.get("ExitCode")
+        exit_code = self._exec_exit_code(exec_id)
         if not killed_by and exit_code == 137 and seconds >= timeout_s:
             killed_by = "timeout"
         oom = False
@@ -1231,7 +1288,30 @@ class Sandbox:
             exit_code=exit_code, output=capture.text(), timed_out=killed_by == "timeout",
             seconds=seconds, output_bytes=capture.total, dropped_bytes=capture.dropped,
             oom_killed=oom, killed_by=killed_by,
+            output_path=str(output_path) if output_path is not None else None,
+            output_path_truncated=bool(file_sink and file_sink.truncated),
         )
+
+    def _exec_exit_code(self, exec_id: str) -> int | None:
+        """The finished exec's exit code. The engine forgets exec instances when it restarts and
+        stops answering while it is down: either means the command's end was not its own, so
+        it is raised as transient, unless our own watchdog killed the container."""
+        try:
+            info = self.client.api.exec_inspect(exec_id)
+        except NotFound as exc:
+            if self.gone_reason:
+                return None
+            raise TransientEngineError(
+                "the exec instance vanished before it was inspected: the Docker daemon restarted "
+                "or the sandbox was removed under us") from exc
+        except (DockerException, requests.exceptions.RequestException, OSError) as exc:
+            if self.gone_reason:
+                return None
+            error = classify_error(exc, "inspect the finished exec")
+            if isinstance(error, TransientEngineError):
+                raise error from exc
+            return None
+        return None if info.get("Running") else info.get("ExitCode")
 
     def _pump(self, sock: Any, capture: _HeadTail, started: float, timeout_s: float) -> str:
         """Read the multiplexed exec stream into `capture` until EOF or the watchdog gives up."""
@@ -1261,15 +1341,20 @@ class Sandbox:
                     else:
                         break  # the engine does not end the stream even with the container dead
                 if not self.disk_quota and now >= next_disk_poll and stage < 2:
-                    next_disk_poll = now + self.limits.disk_poll_s
                     size = self._layer_size()
+                    # The engine walks the layer to size it: back off when that gets slow.
+                    took = time.monotonic() - now
+                    next_disk_poll = now + max(self.limits.disk_poll_s, 20 * took)
                     if size is not None and size > self.limits.disk_bytes:
                         killed_by = "disk"
                         stage = 2
                         deadline = now + 5
                         self._kill_container(
                             f"writable layer grew to {size} bytes (limit {self.limits.disk_bytes})")
-                if not _wait_readable(raw, min(0.5, max(deadline - now, 0.01))):
+                wait = min(0.5, deadline - now)
+                if not self.disk_quota and stage < 2:
+                    wait = min(wait, next_disk_poll - now)  # a silent writer is polled too
+                if not _wait_readable(raw, max(wait, 0.01)):
                     continue
                 chunk = raw.recv(256 * KiB) if hasattr(raw, "recv") else raw.read(256 * KiB)
                 if not chunk:
@@ -1526,17 +1611,27 @@ def _wait_readable(sock: Any, timeout_s: float) -> bool:
 
 
 def cleanup_leftovers(client: docker.DockerClient, older_than_s: float = 0, *,
-                      owner: str | None = None) -> int:
+                      owner: str | None = None, owner_prefix: str | None = None,
+                      stopped_only: bool = False) -> int:
     """Remove sandbox containers (label facet.sandbox=1) older than older_than_s, optionally
-    only one owner's. Returns how many were removed. Run at worker start and by the cleanup
-    command: a worker that died mid-trial leaves its sandbox behind."""
-    filters = {"label": [f"{LABEL_SANDBOX}=1"] + ([f"{LABEL_OWNER}={owner}"] if owner else [])}
+    only one owner's (`owner`: exactly, `owner_prefix`: every owner label starting with it) or
+    only stopped ones. Returns how many were removed. Run at worker start, when waiting work
+    resumes and by the cleanup command: a worker that died mid-trial, or a daemon restart (it
+    stops every container), leaves sandboxes behind. A sandbox never stops by itself (its init
+    only ends on a signal), so a stopped one is nobody's any more."""
+    filters: dict[str, list[str]] = {
+        "label": [f"{LABEL_SANDBOX}=1"] + ([f"{LABEL_OWNER}={owner}"] if owner else [])}
+    if stopped_only:
+        filters["status"] = ["exited", "dead"]
     with _engine_call("list sandboxes"):
         rows = client.api.containers(all=True, filters=filters)
     now = time.time()
     removed = 0
     for row in rows:
         if now - float(row.get("Created") or 0) < older_than_s:
+            continue
+        if owner_prefix and not str((row.get("Labels") or {}).get(LABEL_OWNER, "")).startswith(
+                owner_prefix):
             continue
         try:
             with _engine_call("remove a leftover sandbox"):

@@ -598,7 +598,8 @@ class _Validation:
                  owner: str, limits: de.SandboxLimits, workdir: str | None,
                  snapshot_roots: Sequence[str], solution_timeout_s: float,
                  verifier_timeout_s: float, report_output_bytes: int,
-                 keep_logs_dir: Path | None, measure_memory: bool):
+                 keep_logs_dir: Path | None, measure_memory: bool,
+                 trial_log_max_bytes: int = 64 * de.MiB):
         self.client = client
         self.task = task
         self.image_tag = image_tag
@@ -611,6 +612,7 @@ class _Validation:
         self.report_output_bytes = report_output_bytes
         self.keep_logs_dir = keep_logs_dir
         self.measure_memory = measure_memory
+        self.trial_log_max_bytes = trial_log_max_bytes
         self.container_env = task.env("environment")
         self.findings: list[dict] = []
         self.e0: de.Snapshot | None = None
@@ -698,12 +700,11 @@ class _Validation:
             self.phase = "solution"
             solution = sb.exec(["bash", "/solution/solve.sh"],
                                timeout_s=self.solution_timeout_s, workdir=self.workdir,
-                               env=env, user=self.task.user("agent"))
+                               env=env, user=self.task.user("agent"),
+                               **self._full_log(logs, "solution.log"))
             result.solution_exit_code = solution.exit_code
             result.solution_seconds = solution.seconds
             result.solution_output = cap_text(solution.output, self.report_output_bytes)
-            if logs is not None:
-                (logs / "solution.log").write_text(solution.output)
             after = sb.snapshot(self.roots + [VERIFIER_LOGS])
             assert self.e0 is not None
             result.fs_diff = _summarize_diff(self.e0, _only_under(after, self.roots))
@@ -719,16 +720,21 @@ class _Validation:
             self._open_log_dirs(sb)
         verifier = sb.exec(["bash", "/tests/test.sh"], timeout_s=self.verifier_timeout_s,
                            workdir=self.workdir, env=self.task.env("verifier") or None,
-                           user=self.task.user("verifier"))
+                           user=self.task.user("verifier"), **self._full_log(logs, "verifier.log"))
         result.verifier_exit_code = verifier.exit_code
         result.verifier_seconds = verifier.seconds
         result.verifier_output = cap_text(verifier.output, self.report_output_bytes)
-        if logs is not None:
-            (logs / "verifier.log").write_text(verifier.output)
         self._read_verifier_logs(sb, result, logs)
         if self.measure_memory:
             result.peak_memory_bytes = sb.peak_memory_bytes()
         self._judge(result, solution=solution, verifier=verifier)
+
+    def _full_log(self, logs: Path | None, name: str) -> dict:
+        # The whole output streams to the trial's log file as it comes (the exec keeps only a
+        # 1 MiB head and tail in memory), so the downloadable log is complete up to the cap.
+        if logs is None:
+            return {}
+        return {"output_path": logs / name, "output_path_max_bytes": self.trial_log_max_bytes}
 
     def _open_log_dirs(self, sb: de.Sandbox) -> None:
         if self.task.user("agent") is None and self.task.user("verifier") is None:
@@ -865,6 +871,7 @@ def validate_task(
     extra_snapshot_paths: Sequence[str] = (),
     report_output_bytes: int = 16 * de.KiB,
     measure_memory: bool = True,
+    trial_log_max_bytes: int = 64 * de.MiB,
 ) -> ValidationReport:
     """Build the task's environment and run its nop, oracle and partial trials.
 
@@ -874,6 +881,9 @@ def validate_task(
 
     `limits` is a ceiling: task.toml's cpus and memory lower it. Timeouts come from task.toml
     ([agent] and [verifier] timeout_sec, [environment] build_timeout_sec) capped by `timeouts`.
+
+    With keep_logs_dir, each trial's solution.log and verifier.log hold the command's whole
+    output up to `trial_log_max_bytes` (then a marker); the report keeps `report_output_bytes`.
 
     Raises docker_engine.TransientEngineError when the engine fails under us (retry the whole
     validation); everything else ends up in the report. No sandbox outlives this call.
@@ -963,7 +973,7 @@ def validate_task(
                                                         extra_snapshot_paths),
         solution_timeout_s=solution_timeout, verifier_timeout_s=verifier_timeout,
         report_output_bytes=report_output_bytes, keep_logs_dir=logs_dir,
-        measure_memory=measure_memory)
+        measure_memory=measure_memory, trial_log_max_bytes=trial_log_max_bytes)
     try:
         report.trials.append(validation.run(_TrialPlan("nop")))
         oracle = validation.run(_TrialPlan("oracle"))

@@ -441,3 +441,50 @@ def test_cleanup_leftovers_removes_labelled_containers(client, env_image):
     finally:
         if _container_exists(client, container.id):
             container.remove(force=True)
+
+
+def test_cleanup_by_owner_prefix_and_only_stopped_sandboxes(client, env_image):
+    # One validation's attempts share an owner prefix; a daemon restart leaves them stopped.
+    first, tenth = f"{OWNER}:validation-1:", f"{OWNER}:validation-10:"
+    made = {}
+    for name, owner, command in (("running", first + "validate:a", ["sleep", "600"]),
+                                 ("other", tenth + "validate:b", ["sleep", "600"]),
+                                 ("stopped", first + "validate:c", ["true"])):
+        container = client.containers.run(env_image, command=command, network_mode="none", detach=True,
+                                          labels={de.LABEL_SANDBOX: "1", de.LABEL_OWNER: owner})
+        made[name] = container
+    made["stopped"].wait(timeout=30)
+    try:
+        assert de.cleanup_leftovers(client, owner_prefix=first, stopped_only=True) == 1
+        assert not _container_exists(client, made["stopped"].id)
+        assert _container_exists(client, made["running"].id)
+        assert de.cleanup_leftovers(client, owner_prefix=first) == 1  # validation-10 is not validation-1
+        assert _container_exists(client, made["other"].id)
+        assert de.cleanup_leftovers(client, owner_prefix=tenth) == 1
+    finally:
+        for container in made.values():
+            if _container_exists(client, container.id):
+                container.remove(force=True)
+
+
+def test_an_exec_the_engine_forgot_is_a_transient_engine_error(sandbox, monkeypatch):
+    # A restarted daemon no longer knows the exec instances it had: not the command's doing.
+    def forgotten(exec_id):
+        raise NotFound(f"No such exec instance: {exec_id}")
+
+    monkeypatch.setattr(sandbox.client.api, "exec_inspect", forgotten)
+    with pytest.raises(de.TransientEngineError, match="the Docker daemon restarted"):
+        sandbox.exec("echo hello")
+    monkeypatch.undo()
+    assert sandbox.exec("echo still here").output == "still here\n"
+
+
+def test_a_full_output_file_keeps_everything_up_to_its_cap(sandbox, tmp_path):
+    whole = sandbox.exec("seq 1 50000", output_path=tmp_path / "all.log")
+    expected = "".join(f"{i}\n" for i in range(1, 50001)).encode()
+    assert len(expected) > SMALL.output_bytes and whole.dropped_bytes > 0  # memory kept a head and tail
+    assert (tmp_path / "all.log").read_bytes() == expected and not whole.output_path_truncated
+    capped = sandbox.exec("seq 1 50000", output_path=tmp_path / "capped.log", output_path_max_bytes=1000)
+    assert capped.output_path_truncated
+    assert (tmp_path / "capped.log").read_bytes() == expected[:1000] + (
+        f"\n[facet: log truncated at 1000 bytes; the command printed {len(expected)} bytes in all]\n").encode()

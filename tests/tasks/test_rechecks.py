@@ -300,3 +300,27 @@ def test_a_recheck_runs_on_the_docker_queue(engine, tmp_path, client_as, docker_
     assert recheck.validations.get().accepted
     assert Task.objects.get(pk=task.pk).status == TaskStatus.VALIDATED
     assert progress(client, recheck).status_code == 286
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+def test_a_recheck_that_waited_for_docker_resumes_in_its_own_job_and_never_decides_the_task(
+        engine, monkeypatch, django_capture_on_commit_callbacks):
+    """An imported task's status is decided by its own validation; a reviewer's re-check of it
+    that waited for Docker goes back to the re-check job, not to docker_validate."""
+    from tasks import jobs, services
+
+    task = Task.objects.create(name="imported", imported=True, status=TaskStatus.VALIDATED, step=Step.DONE)
+    version = task.versions.create(number=1, content_hash="sha256:imported-1", files={"instruction.md": "x"})
+    Task.objects.filter(pk=task.pk).update(current_version=version)
+    recheck = Recheck.objects.create(version=version, kind=CheckKind.REVALIDATE, status=RecheckStatus.QUEUED)
+    Validation.objects.create(version=version, recheck=recheck, status=ValidationStatus.WAITING_FOR_DOCKER)
+    sent = []
+    monkeypatch.setattr(jobs.docker_recheck, "delay", lambda rid: sent.append(("recheck", rid)))
+    monkeypatch.setattr(jobs.docker_validate, "delay", lambda vid: sent.append(("validate", vid)))
+    with django_capture_on_commit_callbacks(execute=True):
+        services.resume_waiting()
+    assert sent == [("recheck", recheck.pk)]
+    assert services.validate_pending() == []  # the CLI's --pending leaves re-checks to their job
+    task.refresh_from_db()
+    assert task.status == TaskStatus.VALIDATED
