@@ -73,7 +73,7 @@ class TaskStatus(models.TextChoices):
     VALIDATED = "validated", "Validated"
     DISCARDED = "discarded", "Discarded"
     FAILED = "failed", "Failed"
-    WAITING_FOR_DOCKER = "waiting_for_docker", "Waiting for Docker"
+    WAITING_FOR_DOCKER = "waiting_for_docker", "Waiting for a Docker Engine"
 
 
 FINAL_STATUSES = [TaskStatus.VALIDATED, TaskStatus.DISCARDED, TaskStatus.FAILED]
@@ -195,7 +195,7 @@ class ValidationStatus(models.TextChoices):
     RUNNING = "running", "Running"
     DONE = "done", "Done"
     ERROR = "error", "Infrastructure error"
-    WAITING_FOR_DOCKER = "waiting_for_docker", "Waiting for Docker"
+    WAITING_FOR_DOCKER = "waiting_for_docker", "Waiting for a Docker Engine"
 
 
 class Validation(models.Model):
@@ -493,7 +493,7 @@ class TrajectoryStatus(models.TextChoices):
     RUNNING = "running", "Running"
     DONE = "done", "Done"
     ERROR = "error", "Error"
-    WAITING_FOR_DOCKER = "waiting_for_docker", "Waiting for Docker"
+    WAITING_FOR_DOCKER = "waiting_for_docker", "Waiting for a Docker Engine"
 
 
 class Trajectory(models.Model):

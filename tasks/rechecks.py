@@ -119,7 +119,7 @@ def run_recheck(recheck_id: int, *, client=None) -> Recheck | None:
             continue  # finished already, or another worker is running it
         if validation.status == ValidationStatus.WAITING_FOR_DOCKER:
             Recheck.objects.filter(pk=recheck_id, status=RecheckStatus.RUNNING).update(
-                status=RecheckStatus.QUEUED, message=f"Waiting for Docker: {validation.reason}"[:5000])
+                status=RecheckStatus.QUEUED, message=f"Waiting for a Docker Engine: {validation.reason}"[:5000])
             return Recheck.objects.get(pk=recheck_id)
         summary.refresh_summary(task_id)
     return _finish(recheck_id)

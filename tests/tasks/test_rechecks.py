@@ -103,14 +103,14 @@ def test_without_docker_the_recheck_waits_and_the_page_says_so(task, client_as, 
     result = rechecks.run_recheck(recheck.pk)
     validation = recheck.validations.get()
     assert validation.status == ValidationStatus.WAITING_FOR_DOCKER
-    assert result.status == RecheckStatus.QUEUED and result.message.startswith("Waiting for Docker: Docker engine not reachable")
+    assert result.status == RecheckStatus.QUEUED and result.message.startswith("Waiting for a Docker Engine: Docker engine not reachable")
     task.refresh_from_db()
     assert task.status == TaskStatus.VALIDATED  # construction status untouched
     client = client_as("reviewer")
     response = progress(client, recheck)
     html = response.content.decode()
     assert response.status_code == 286  # nothing will change by itself: the page stops polling
-    assert "Waiting for Docker" in html and CLOSED_SOCKET in html and "try again now" in html
+    assert "Waiting for a Docker Engine" in html and CLOSED_SOCKET in html and "try again now" in html
     assert 'hx-trigger="every 2s"' not in html
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         assert client.post(f"/tasks/rechecks/{recheck.pk}/resume/").status_code == 302

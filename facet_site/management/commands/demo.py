@@ -285,7 +285,7 @@ class Command(BaseCommand):
             self.stdout.write(self.style.WARNING(
                 f"\nNo usable Docker Engine ({docker_problem or 'it went away during the construction'}).\n"
                 f"{waiting} task(s) are waiting for a Docker Engine; the Tasks page shows them as "
-                f"\"Waiting for Docker\".\n{ENABLE_DOCKER}"))
+                f"\"Waiting for a Docker Engine\".\n{ENABLE_DOCKER}"))
 
 
 def task_story(task) -> list[str]:
