@@ -212,6 +212,9 @@ CELERY_BEAT_SCHEDULE = {
     "resume-rechecks": {"task": "tasks.jobs.resume_rechecks", "schedule": FACET_RESUME_WAITING_S},
     "resume-rollouts": {"task": "tasks.jobs.resume_rollouts", "schedule": FACET_RESUME_WAITING_S},
 }
+# the funnel and the taxonomy tables are cached under a stamp of their data for at most this long
+# (facet_site/stamps.py; 0: off)
+FACET_PAGE_CACHE_S = env_int("FACET_PAGE_CACHE_S", 60)
 # analytics results are cached for at most this many seconds, keyed by a stamp of the data (0: off)
 FACET_ANALYTICS_CACHE_S = env_int("FACET_ANALYTICS_CACHE_S", 120)
 # a review-queue lock left by a reviewer who walked away is free for others after this long

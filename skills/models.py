@@ -115,6 +115,8 @@ class Skill(models.Model):
         indexes = [
             # the skills list: current skills filtered by status and category, sorted by name
             models.Index(fields=["is_current", "status", "category", "name"], name="skill_list_idx"),
+            # the taxonomy page's data stamp (facet_site/stamps.py) reads the newest override
+            models.Index(fields=["category_overridden_at"], name="skill_override_time_idx"),
             # exact-duplicate detection during ingest
             models.Index(fields=["content_hash"], name="skill_content_hash_idx"),
             # filter by owner and source on the list page

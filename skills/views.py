@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 import yaml
 
+from facet_site import stamps
 from facet_site.lib.render import highlight_code, render_markdown
 from facet_site.roles import can_review, require
 
@@ -101,16 +102,20 @@ def override_category(request, skill_id: int):
     return redirect("skills:detail", skill_id=skill.pk)
 
 
-def taxonomy(request):
+def _taxonomy_context() -> dict:
     rows = services.taxonomy_table()
-    total = sum(r["count"] for r in rows)
-    return render(request, "skills/taxonomy.html", {
+    return {
         "rows": rows,
-        "total": total,
+        "total": sum(r["count"] for r in rows),
         "unclassified": Skill.objects.current().accepted().filter(category=None).count(),
         "sunburst": charts.taxonomy_sunburst(rows),
         "bars": charts.category_bars(rows),
-    })
+    }
+
+
+def taxonomy(request):
+    # counting 70,000+ skills and building two figures, once per change of the corpus
+    return render(request, "skills/taxonomy.html", stamps.cached("taxonomy", stamps.SKILLS_STAMP, _taxonomy_context))
 
 
 def upload(request):

@@ -13,6 +13,7 @@ from django.urls import path, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from facet_site import stamps
 from facet_site.lib.render import highlight_code, render_markdown
 from facet_site.roles import can_review, is_admin, require
 from scenarios.models import SynthesisRun
@@ -290,21 +291,27 @@ def overview(request):
     run_id = request.GET.get("run", "")
     run = runs.filter(pk=int(run_id)).first() if run_id.isdigit() else None
     part = request.GET.get("part", "")
+    run_key = run.pk if run is not None else None
     if part == "reasons":
-        reasons = review.reasons(run)
+        reasons = stamps.cached("review-reasons", stamps.TASKS_STAMP, lambda: review.reasons(run), run_key)
         return render(request, "tasks/overview.html#reasons", {
             "run": run, "reasons": reasons, "reasons_chart": charts.reasons_chart(reasons),
             "any_reason": any(r["total"] for r in reasons)})
     if part == "throughput":
-        throughput = review.throughput(run)
+        throughput = stamps.cached("review-throughput", stamps.TASKS_STAMP, lambda: review.throughput(run), run_key)
         return render(request, "tasks/overview.html#throughput", {
             "run": run, "throughput": throughput, "throughput_chart": charts.throughput_chart(throughput)})
-    funnel = review.funnel(run)
+    funnel = stamps.cached("review-funnel", stamps.TASKS_STAMP, lambda: review.funnel(run), run_key)
     if part == "summary":
         return render(request, "tasks/overview.html#summary", {"stages": {r["stage"]: r for r in funnel}})
+
+    def figures_and_tables():
+        return {"funnel_chart": charts.funnel_chart(funnel), "states": review.review_states(run),
+                "by_run": review.by_run() if run is None else []}
+
     return render(request, "tasks/overview.html", {
-        "runs": runs[:200], "run": run, "funnel": funnel, "funnel_chart": charts.funnel_chart(funnel),
-        "states": review.review_states(run), "by_run": review.by_run() if run is None else [],
+        "runs": runs[:200], "run": run, "funnel": funnel,
+        **stamps.cached("review-overview", stamps.TASKS_STAMP, figures_and_tables, run_key),
         "part_query": f"&run={run.pk}" if run is not None else "",
     })
 

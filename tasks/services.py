@@ -972,18 +972,24 @@ FUNNEL_STAGES = [
 ]
 
 
-def funnel(run: SynthesisRun | None = None) -> list[dict]:
-    """Table 5 over constructed tasks (imported ones never had a seed). Every number is a query:
-    one aggregate with tasks.filters.funnel_predicates, which are also the task list's `stage`
-    filter."""
+def _funnel_counts(run: SynthesisRun | None) -> dict[str, int]:
     from .filters import funnel_predicates
 
     tasks = Task.objects.filter(imported=False)
     if run is not None:
         tasks = tasks.filter(run=run)
     predicates = funnel_predicates(run.pk if run is not None else None)
-    counts = tasks.aggregate(**{stage: Count("pk", filter=predicates[stage]) if predicates[stage] else Count("pk")
-                                for stage, _, _ in FUNNEL_STAGES})
+    return tasks.aggregate(**{stage: Count("pk", filter=predicates[stage]) if predicates[stage] else Count("pk")
+                              for stage, _, _ in FUNNEL_STAGES})
+
+
+def funnel(run: SynthesisRun | None = None) -> list[dict]:
+    """Table 5 over constructed tasks (imported ones never had a seed). Every number is a query:
+    one aggregate with tasks.filters.funnel_predicates, which are also the task list's `stage`
+    filter."""
+    from facet_site import stamps
+
+    counts = stamps.cached("funnel", stamps.TASKS_STAMP, lambda: _funnel_counts(run), run.pk if run else None)
     rows = []
     for stage, label, base in FUNNEL_STAGES:
         retention = None

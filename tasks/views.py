@@ -17,6 +17,7 @@ from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
+from facet_site import stamps
 from facet_site.lib.render import highlight_code, render_markdown
 from facet_site.roles import can_review, is_admin, require
 from scenarios.models import LLMCall, Strategy, SynthesisRun
@@ -69,9 +70,14 @@ class _CountedPaginator(Paginator):
         self.__dict__["count"] = count
 
 
+LABELS_STAMP = "SELECT MAX(id) FROM tasks_tasklabel"  # labels are added with tasks; stale ones go rarely
+
+
 def _label_values(kinds) -> list[str]:
-    return list(TaskLabel.objects.filter(kind__in=kinds).order_by("value").values_list("value", flat=True)
-                .distinct()[:MAX_OPTIONS])
+    """The values the filter form offers (a DISTINCT over every label, so once per change)."""
+    return stamps.cached("label-values", LABELS_STAMP, lambda: list(
+        TaskLabel.objects.filter(kind__in=kinds).order_by("value").values_list("value", flat=True)
+        .distinct()[:MAX_OPTIONS]), tuple(kinds))
 
 
 def _status_counts(f: TaskFilter) -> dict[str, int]:
