@@ -1,7 +1,8 @@
-"""`facet demo` end to end, without the web server: the demo corpus, the synthesis run and the task
-construction replayed from the bundled cassette, built and validated for real on a Celery worker the
-command starts and stops. The funnel, the repairs and the discarded task are what the cassette's
-answers (scenarios/scripted_demo_tasks.py) imply."""
+"""`facet demo` end to end, without the web server: the demo corpus, the synthesis run, the task
+construction and the rollout batch replayed from the bundled cassette, built, validated and rolled
+out for real on a Celery worker the command starts and stops. The funnel, the repairs, the discarded
+task and the rollouts' pass counts are what the cassette's answers (scenarios/scripted_demo_tasks.py)
+imply."""
 import os
 import re
 import time
@@ -10,10 +11,23 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from django.contrib.auth import get_user_model
+from django.test import Client
+
 from facet_site.lib import docker_engine as de
 from scenarios.models import LLMCall, SynthesisRun
 from tasks import services
-from tasks.models import BuildOutcome, RepairOutcome, Task, TaskStatus, TaskVersion
+from tasks.models import (
+    BuildOutcome,
+    RepairOutcome,
+    RolloutBatch,
+    Task,
+    TaskStatus,
+    TaskVersion,
+    Trajectory,
+    TrialKind,
+    Turn,
+)
 
 GIT = frozenset({"changelog-from-git", "git-history-audit"})
 CRM = frozenset({"csv-clean-dedupe", "csv-column-stats"})
@@ -23,6 +37,12 @@ FIRST_TIME = [frozenset({"incident-report-writer", "markdown-rag-chunker"}),
               frozenset({"incident-report-writer", "markdown-rag-chunker", "markdown-toc"}),
               frozenset({"incident-report-writer", "markdown-toc"}),
               frozenset({"incident-report-writer", "nginx-access-log-report", "markdown-rag-chunker"})]
+CHECKOUT, PAYMENTS, LOGIN, STOREFRONT = FIRST_TIME
+# Attempts solved of 3 per validated task, as the cassette's rollout turns play them
+# (scenarios/scripted_demo_tasks.py, ROLLOUT_PLANS): a wrong input set, a forgotten step, a
+# table of contents in the wrong place; the other tasks are solved every time.
+SOLVED = {CHECKOUT: 2, PAYMENTS: 2, GIT: 3, LOGIN: 1, CRM: 3, OPS: 3, STOREFRONT: 2}
+ROLLOUT_TURNS = 125  # 20 attempts of 6 turns, one of 5 (it stopped early)
 
 
 @pytest.fixture(autouse=True)
@@ -140,15 +160,81 @@ def test_make_demo_constructs_the_whole_funnel_and_a_second_run_reuses_it(engine
         assert list(validation.trials.values_list("kind", "reward")) == [
             ("nop", 0.0), ("oracle", 1.0), ("partial", 0.0), ("partial", 0.0), ("partial", 0.0)]
     assert set(LLMCall.objects.filter(run=run).values_list("status", flat=True)) == {"replayed"}
-    assert LLMCall.objects.filter(run=run).count() == 148
+    assert LLMCall.objects.filter(run=run).exclude(stage="rollout.turn").count() == 148
+
+    # The rollout batch: 7 validated tasks × 3 attempts, every turn replayed and every attempt graded.
+    assert_demo_rollouts(run, tasks, output)
+    assert_analytics_pages_show_the_rollouts(tasks)
 
     # `make demo` again: nothing new, and much faster.
-    counts = (SynthesisRun.objects.count(), Task.objects.count(), TaskVersion.objects.count(), LLMCall.objects.count())
+    counts = (SynthesisRun.objects.count(), Task.objects.count(), TaskVersion.objects.count(), LLMCall.objects.count(),
+              RolloutBatch.objects.count(), Trajectory.objects.count(), Turn.objects.count())
     output, warm = demo()
     assert "nothing left to do (8 tasks)" in output and "Started a Celery worker" not in output
-    assert (SynthesisRun.objects.count(), Task.objects.count(), TaskVersion.objects.count(),
-            LLMCall.objects.count()) == counts
+    assert "21 trajectories, 21 graded, 16 passed (pass rate 76%)" in output, output
+    assert (SynthesisRun.objects.count(), Task.objects.count(), TaskVersion.objects.count(), LLMCall.objects.count(),
+            RolloutBatch.objects.count(), Trajectory.objects.count(), Turn.objects.count()) == counts
     assert warm < cold / 4, (cold, warm)
+
+
+def assert_demo_rollouts(run, tasks: dict, output: str) -> None:
+    [batch] = RolloutBatch.objects.filter(run=run)
+    assert (batch.name, batch.status, batch.model, batch.attempts) == ("demo rollouts", "done", "scripted-demo", 3)
+    trajectories = list(batch.trajectories.select_related("trial", "task").order_by("task_id", "attempt"))
+    assert len(trajectories) == 7 * 3
+    for traj in trajectories:
+        turns = list(traj.turns.order_by("index"))
+        assert traj.status == "done" and traj.n_turns == len(turns) >= 5, (traj.task.name, traj.message)
+        assert turns[0].state == "observation" and turns[-1].task_complete and all(t.llm_call_id for t in turns)
+        trial = traj.trial
+        assert trial.kind == TrialKind.ROLLOUT and trial.version_id == traj.task.current_version_id
+        assert trial.reward == (1.0 if traj.passed else 0.0) and trial.tests.exists()
+    assert sum(t.n_turns for t in trajectories) == ROLLOUT_TURNS
+    assert LLMCall.objects.filter(run=run, stage="rollout.turn", status="replayed").count() == ROLLOUT_TURNS
+    assert not tasks[SEARCH].trajectories.exists()  # the discarded task is not rolled out
+    for names, solved in SOLVED.items():
+        task = tasks[names]
+        task.refresh_from_db()
+        assert sum(t.passed for t in trajectories if t.task_id == task.pk) == solved, names
+        assert (task.n_rollouts, task.pass_rate) == (3, pytest.approx(solved / 3)), names
+        assert f"#{task.pk:<4} {solved}/3 passed" in output, output
+    # the attempts that failed failed in the verifier, on the step they got wrong
+    login_2 = next(t for t in trajectories if t.task_id == tasks[LOGIN].pk and t.attempt == 1)
+    assert login_2.failure == "tests_failed"
+    assert login_2.trial.tests.get(name__endswith="test_the_report_has_the_title_and_is_a_draft").outcome == "failed"
+    assert any("sed -i '1i <!-- toc -->" in c["command"] for turn in login_2.turns.all() for c in turn.commands)
+    assert "16 passed (pass rate 76%)" in output
+
+
+def rows_of(html: str) -> dict[str, tuple[int, int, int]]:
+    """The rates table: label -> (tasks, rollouts, passed)."""
+    cells = re.findall(r'<tr><td><a href="[^"]*">([^<]+)</a></td><td class="num">(\d+)</td><td class="num">(\d+)</td>'
+                       r'<td class="num">(\d+)</td>', html)
+    return {label: (int(a), int(b), int(c)) for label, a, b, c in cells}
+
+
+def assert_analytics_pages_show_the_rollouts(tasks: dict) -> None:
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="viewer"))  # the demo's viewer login
+    page = client.get("/tasks/analytics/").content.decode()
+    assert re.search(r"<b>21</b><span>finished rollouts</span>", page)
+    assert re.search(r"<b>7</b><span>tasks rolled out</span>", page)
+    assert re.search(r"<b>76%</b><span>strict pass rate</span>", page)
+    tags = rows_of(client.get("/tasks/analytics/tags/").content.decode())
+    assert tags["incident-report-writer"] == (4, 12, 7) and tags["markdown-toc"] == (2, 6, 3)
+    assert tags["git-history-audit"] == (1, 3, 3) and tags["nginx-access-log-report"] == (1, 3, 2)
+    assert "json-config-validate" not in tags  # only the discarded task has it
+    commands = client.get("/tasks/analytics/commands/").content.decode()
+    assert "over the 16 successful trajectories" in commands
+    shown = dict(re.findall(r'<tr><td><code>([^<]+)</code></td><td class="num">(\d+)</td>', commands))
+    assert {"python3", "head", "ls", "cat", "git", "mkdir"} <= set(shown) and int(shown["python3"]) > 0
+    assert re.search(r"observation-only first turns \(16 of 16\)", commands)
+    # a task's Rollouts tab shows its transcripts; the batch page its trajectories
+    login = tasks[LOGIN]
+    tab = client.get(f"/tasks/{login.pk}/?tab=rollouts").content.decode()
+    assert "python3 /tmp/agent/write_incident.py" in tab and "test_the_report_has_the_title_and_is_a_draft" in tab
+    batch = RolloutBatch.objects.get()
+    assert client.get(f"/tasks/rollouts/{batch.pk}/").status_code == 200
 
 
 @pytest.mark.django_db(transaction=True)
@@ -165,6 +251,7 @@ def test_without_a_docker_engine_the_demo_runs_the_rest_and_says_how_to_enable_d
     assert "bash scripts/start-dockerd" in output and "facet construct --resume" in output
     funnel = {row["stage"]: row["count"] for row in services.funnel(run)}
     assert funnel["seeds"] == 8 and funnel["first_build_logs"] == 0
+    assert "Rollouts: none started, they need a Docker Engine" in output and not RolloutBatch.objects.exists()
 
 
 @pytest.mark.docker
@@ -181,3 +268,7 @@ def test_a_demo_that_ran_without_docker_finishes_the_construction_once_an_engine
     funnel = {row["stage"]: row["count"] for row in services.funnel(run)}
     assert (funnel["seeds"], funnel["first_pass_valid"], funnel["final_validated"]) == (8, 5, 7), output
     assert Task.objects.count() == 8 and Task.objects.filter(status=TaskStatus.DISCARDED).count() == 1
+    # and the rollouts, in this process (--inline): the same pass counts
+    batch = RolloutBatch.objects.get()
+    assert (batch.status, batch.trajectories.count(), batch.trajectories.filter(passed=True).count()) == ("done", 21, 16)
+    assert Turn.objects.count() == ROLLOUT_TURNS and "Started a Celery worker" not in output

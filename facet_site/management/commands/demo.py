@@ -3,15 +3,23 @@
 Users for every role, the bundled demo corpus ingested, a synthesis run replayed from the bundled
 cassette, a Docker Engine (started here as root with scripts/start-dockerd, or the one DOCKER_HOST
 names) with the base image, and task construction of the run's scenarios, for real, on a Celery
-worker this command starts on the serverless filesystem broker and stops again. Every step reuses
-what an earlier run left, so a second `make demo` adds nothing and is quick.
+worker this command starts on the serverless filesystem broker and stops again, then a rollout
+batch (k = 3) over the validated tasks whose model turns are replayed from the same cassette, on
+the same worker. Every step reuses what an earlier run left, so a second `make demo` adds nothing
+and is quick.
+
+With --external-workers nothing is started: the synthesis run, the construction and the rollouts
+go to the broker CELERY_BROKER_URL names (Redis), for workers started elsewhere (e.g. one on the
+llm and default queues and one on the docker queue); this command waits for them.
 
 Without a Docker Engine everything else still runs; the construction stops at the first Docker step
-and those tasks show as waiting for Docker until an engine answers.
+and those tasks show as waiting for Docker until an engine answers; no rollout batch is started.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +28,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 from facet_site.services import ensure_user
@@ -47,12 +55,130 @@ ENABLE_DOCKER = (
 )
 
 
-def run_demo_rollouts(command: BaseCommand, run) -> None:
-    """Hook: a rollout batch (k = 3) over the demo run's validated tasks with recorded model turns.
+# The demo's rollout batch: k attempts per validated task, the model's turns replayed from the
+# cassette (scripts/record-demo-cassette records them with the same settings).
+DEMO_ROLLOUTS = {"attempts": 3, "max_turns": 12, "timeout_s": 600}
+DEMO_BATCH_NAME = "demo rollouts"
+_ROLLOUT_SUBJECT = re.compile(r":model:(.+):attempt:\d+:turn\d+$")
 
-    Does nothing yet; the rollout batches (issue 6) add it here. `run` is the demo SynthesisRun; its
-    tasks are constructed when this is called (validated ones have status "validated")."""
-    return None
+
+def demo_rollout_query(run) -> str:
+    """The tasks the demo's rollout batch covers (the shared task filter's syntax)."""
+    return f"run={run.pk}&status=validated"
+
+
+def cassette_rollout_model(path: Path = DEMO_CASSETTE) -> str:
+    """The model whose rollout turns the cassette holds (it is part of each turn's subject, so the
+    batch must carry the same name); "" when it has none."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if '"rollout.turn"' not in line:
+                continue
+            entry = json.loads(line)
+            if entry.get("stage") == "rollout.turn" and (m := _ROLLOUT_SUBJECT.search(entry.get("subject", ""))):
+                return m.group(1)
+    return ""
+
+
+def run_demo_rollouts(command: "Command", run, *, docker_ready: bool = True) -> None:
+    """A rollout batch (k = 3) over the demo run's validated tasks, the model's turns replayed from the
+    bundled cassette, on the demo's worker (in this process with --inline, on the broker's workers with
+    --external-workers); waits for it and prints the pass rates. An earlier demo's batch is reused
+    (and finished if it was interrupted), so a second `make demo` adds none."""
+    from tasks import rollouts
+    from tasks.models import RolloutBatch, Task, TaskStatus
+
+    batch = RolloutBatch.objects.filter(run=run, name=DEMO_BATCH_NAME).order_by("id").first()
+    if batch is None:
+        if not docker_ready:
+            command.stdout.write("Rollouts: none started, they need a Docker Engine (and validated tasks).")
+            return
+        model = cassette_rollout_model()
+        if not model:
+            command.stdout.write(f"Rollouts: {DEMO_CASSETTE.name} holds no rollout turns; no batch started.")
+            return
+        if not Task.objects.filter(run=run, status=TaskStatus.VALIDATED).exists():
+            command.stdout.write("Rollouts: no validated task to roll out.")
+            return
+        admin = get_user_model().objects.filter(username="admin").first()
+        batch = rollouts.create_batch(query=demo_rollout_query(run), model=model, name=DEMO_BATCH_NAME, user=admin,
+                                      run=run, llm={"provider": "replay", "cassette": str(DEMO_CASSETTE)},
+                                      **DEMO_ROLLOUTS)
+        command.stdout.write(f"\nRollout batch #{batch.pk}: {batch.selection['tasks']} validated tasks × "
+                             f"{batch.attempts} attempts by {model} (turns replayed from the cassette).")
+    unfinished = batch.trajectories.filter(status__in=rollouts.UNFINISHED)
+    if unfinished.exists() and docker_ready:
+        started = time.monotonic()
+        _run_batch(command, batch)
+        command.stdout.write(f"The rollouts took {time.monotonic() - started:.0f} s.")
+    rollouts.finish_if_done(batch.pk)
+    rollout_report(command, RolloutBatch.objects.get(pk=batch.pk))
+
+
+def _run_batch(command: "Command", batch) -> None:
+    from tasks import jobs, rollouts
+    from tasks.models import Trajectory, TrajectoryStatus
+
+    if command.mode != "external":
+        # Nobody else runs this batch: what an interrupted demo left running or waiting starts again.
+        batch.trajectories.filter(status__in=[TrajectoryStatus.RUNNING, TrajectoryStatus.WAITING_FOR_DOCKER]).update(
+            status=TrajectoryStatus.PENDING, claimed_at=None, message="")
+    if command.mode == "inline":
+        rollouts.run_batch(batch.pk)
+        return
+    if command.worker is not None:
+        command.worker.start()
+        for tid in batch.trajectories.filter(status=TrajectoryStatus.PENDING).values_list("id", flat=True):
+            jobs.docker_rollout.delay(tid)
+    else:
+        rollouts.resume(batch, dispatch=jobs.docker_rollout.delay, all_pending=True)
+    deadline = time.monotonic() + command.timeout
+    last = None
+    while time.monotonic() < deadline:
+        if command.worker is not None and command.worker.died():
+            command.stderr.write(f"The worker exited ({command.worker.proc.returncode}); see its log.")
+            break
+        p = rollouts.progress(batch)
+        line = f"  rollouts: {p['finished']}/{p['total']} finished, {p['passed']} passed, {p['running']} running"
+        if line != last:
+            last = line
+            command.stdout.write(line)
+        if not Trajectory.objects.filter(batch=batch, status__in=rollouts.UNFINISHED).exists():
+            return
+        time.sleep(1)
+    else:
+        command.stderr.write(f"The workers did not finish the rollouts within {command.timeout:.0f} s.")
+    if command.mode == "external":
+        raise CommandError(f"rollout batch #{batch.pk} did not finish on the workers")
+    command.worker.stop()
+    batch.trajectories.filter(status__in=rollouts.UNFINISHED).update(
+        status=TrajectoryStatus.PENDING, claimed_at=None, message="")
+    command.stdout.write("Finishing the rollouts in this process ...")
+    rollouts.run_batch(batch.pk)
+
+
+def rollout_report(command: "Command", batch) -> None:
+    """Per task: attempts solved of k; then the batch's totals and where the analytics pages are."""
+    from django.db.models import Count, Q, Sum
+
+    from tasks import rollouts
+
+    rows = (batch.trajectories.values("task_id", "task__name")
+            .annotate(n=Count("id", filter=Q(status="done")), passed=Count("id", filter=Q(passed=True)),
+                      errors=Count("id", filter=Q(status="error")), turns=Sum("n_turns"))
+            .order_by("task_id"))
+    command.stdout.write(f"\nRollout batch #{batch.pk} ({batch.get_status_display()}), {batch.model} × {batch.attempts}:")
+    for r in rows:
+        rate = f"{r['passed']}/{r['n']} passed" if r["n"] else "not run"
+        errors = f", {r['errors']} error(s)" if r["errors"] else ""
+        command.stdout.write(f"  #{r['task_id']:<4} {rate:<12}{errors} {r['task__name'][:64]}")
+    p = rollouts.progress(batch)
+    turns = batch.trajectories.aggregate(n=Sum("n_turns"))["n"] or 0
+    rate = f"{p['pass_rate']:.0%}" if p["pass_rate"] is not None else "-"
+    command.stdout.write(f"  {p['total']} trajectories, {p['done']} graded, {p['passed']} passed (pass rate {rate}), "
+                         f"{turns} turns; waiting for Docker: {p['waiting']}")
+    command.stdout.write("  Analytics: http://127.0.0.1:8000/tasks/analytics/ (pass@k, tags, commands), "
+                         f"batch: http://127.0.0.1:8000/tasks/rollouts/{batch.pk}/")
 
 
 def database_url() -> str:
@@ -66,36 +192,95 @@ def database_url() -> str:
     return f"postgres://{user}{password}{at}{s.get('HOST') or '127.0.0.1'}:{s.get('PORT') or 5432}/{s['NAME']}"
 
 
+class DemoWorker:
+    """A Celery worker on all three queues, on the broker settings name (the filesystem one unless
+    CELERY_BROKER_URL says otherwise), started when the demo first needs it and stopped at the end.
+    Construction and rollouts share it."""
+
+    def __init__(self, command: BaseCommand):
+        self.command = command
+        self.proc: subprocess.Popen | None = None
+        self.log_path = Path(settings.DATA_DIR) / "demo-worker.log"
+
+    def start(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        env = dict(os.environ, DATABASE_URL=database_url(),
+                   DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE", "facet_site.settings"),
+                   FACET_DATA_DIR=str(Path(settings.BROKER_DIR).parent))
+        with open(self.log_path, "a") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "facet_site.cli", "worker", "-Q", "default,llm,docker", "-c", "2",
+                 "--no-beat", "-l", "INFO", "-n", f"demo-{os.getpid()}@%h"],
+                cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.command.stdout.write(f"Started a Celery worker (pid {self.proc.pid}, log {self.log_path}).")
+
+    def died(self) -> bool:
+        return self.proc is not None and self.proc.poll() is not None
+
+    def stop(self) -> None:
+        worker, self.proc = self.proc, None
+        if worker is None or worker.poll() is not None:
+            return
+        try:
+            os.killpg(worker.pid, signal.SIGTERM)  # a warm shutdown: the job in hand finishes first
+            worker.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+
+
 class Command(BaseCommand):
     help = ("Prepare the demo: users for every role, the bundled demo corpus, a synthesis run replayed from the "
-            "bundled cassette, a Docker Engine and the base image, and task construction on a worker this command "
-            "starts and stops. Idempotent: a second run reuses everything.")
+            "bundled cassette, a Docker Engine and the base image, task construction and a rollout batch (k = 3) "
+            "on a worker this command starts and stops. Idempotent: a second run reuses everything. "
+            "Does not serve the site (`make demo` runs `facet runserver` after it).")
 
     def add_arguments(self, parser):
         parser.add_argument("--inline", action="store_true",
-                            help="Construct the tasks in this process instead of on a Celery worker.")
+                            help="Construct the tasks and run the rollouts in this process instead of on a Celery "
+                                 "worker.")
+        parser.add_argument("--external-workers", action="store_true",
+                            help="Start no worker: the synthesis run, the construction and the rollouts go to the "
+                                 "broker CELERY_BROKER_URL names, for workers started elsewhere (facet worker -Q "
+                                 "default,llm and facet worker -Q docker); this command waits for them.")
         parser.add_argument("--no-docker", action="store_true",
                             help="Neither start nor use a Docker Engine: the tasks wait for one.")
+        parser.add_argument("--no-rollouts", action="store_true", help="Skip the rollout batch.")
         parser.add_argument("--timeout", type=float, default=1800,
-                            help="Seconds the worker may take for the construction before this process takes over.")
+                            help="Seconds the workers may take for each of the construction and the rollouts before "
+                                 "this process takes over (with --external-workers: gives up).")
 
-    def handle(self, *args, inline=False, no_docker=False, timeout=1800, **options):
+    def handle(self, *args, inline=False, external_workers=False, no_docker=False, no_rollouts=False, timeout=1800,
+               **options):
+        if inline and external_workers:
+            raise CommandError("--inline and --external-workers exclude each other")
         started = time.monotonic()
+        self.mode = "inline" if inline else ("external" if external_workers else "worker")
+        self.timeout = timeout
         for username, password, role in DEMO_USERS:
             ensure_user(username=username, password=password, role=role)
         before = Skill.objects.count()
         batch = skill_services.ingest_path(DEMO_CORPUS, label="demo-corpus")
         self.stdout.write(f"Demo corpus: {batch.message} ({Skill.objects.count() - before} new rows).")
-        run = self.synthesis_run()
-        if no_docker:
-            # The Docker steps (here and on the worker, which inherits the environment) find no engine.
-            os.environ["DOCKER_HOST"] = NO_DOCKER_HOST
-            docker_problem = "--no-docker was given"
-        else:
-            docker_problem = self.docker_engine()
-        self.construction(run, docker_ready=not docker_problem, inline=inline, timeout=timeout)
-        self.report(run, docker_problem)
-        run_demo_rollouts(self, run)
+        self.worker = DemoWorker(self) if self.mode == "worker" else None
+        try:
+            run = self.synthesis_run()
+            if no_docker:
+                # The Docker steps (here and on the worker, which inherits the environment) find no engine.
+                os.environ["DOCKER_HOST"] = NO_DOCKER_HOST
+                docker_problem = "--no-docker was given"
+            else:
+                docker_problem = self.docker_engine()
+            self.construction(run, docker_ready=not docker_problem)
+            self.report(run, docker_problem)
+            if not no_rollouts:
+                run_demo_rollouts(self, run, docker_ready=not docker_problem)
+        finally:
+            if self.worker is not None:
+                self.worker.stop()
         self.stdout.write(self.style.SUCCESS(f"\nDemo ready in {time.monotonic() - started:.0f} s: "
                                              "facet is at http://127.0.0.1:8000"))
         for username, password, role in DEMO_USERS:
@@ -104,7 +289,8 @@ class Command(BaseCommand):
     # --- synthesis --------------------------------------------------------------------------------
 
     def synthesis_run(self):
-        """A synthesis run over the demo corpus, replayed from the bundled cassette (no LLM endpoint needed)."""
+        """A synthesis run over the demo corpus, replayed from the bundled cassette (no LLM endpoint needed);
+        in this process, or with --external-workers on the workers."""
         from scenarios import services as run_services
         from scenarios.models import RunStatus, SynthesisRun
 
@@ -113,19 +299,50 @@ class Command(BaseCommand):
             self.stdout.write(f"Synthesis run #{existing.pk} already done: {existing.message}")
             return existing
         admin = get_user_model().objects.filter(username="admin").first()
-        run = run_services.start_run(name=DEMO_RUN_NAME, user=admin, enqueue=False, config={
-            "limits": DEMO_LIMITS,
-            "llm": {"provider": "replay", "cassette": str(DEMO_CASSETTE), "model": "scripted-demo"},
-            # constructed below by this command, not by the end of the run
-            "construction": {"auto": False},
-        })
-        run = run_services.execute_run_inline(run.pk)
+        external = self.mode == "external"
+        unfinished = SynthesisRun.objects.filter(
+            name=DEMO_RUN_NAME, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).order_by("id").first()
+        if external and unfinished is not None:
+            run = unfinished  # an earlier demo's run, still on the workers: follow it
+            from scenarios import jobs as run_jobs
+
+            run_jobs.advance_run.delay(run.pk)
+        else:
+            run = run_services.start_run(name=DEMO_RUN_NAME, user=admin, enqueue=external, config={
+                "limits": DEMO_LIMITS,
+                "llm": {"provider": "replay", "cassette": str(DEMO_CASSETTE), "model": "scripted-demo"},
+                # constructed below by this command, not by the end of the run
+                "construction": {"auto": False},
+            })
+        if external:
+            self.stdout.write(f"Synthesis run #{run.pk} queued for the workers ...")
+            run = self._wait_for_run(run)
+        else:
+            run = run_services.execute_run_inline(run.pk)
         progress = run_services.run_progress(run)
         self.stdout.write(
             f"Synthesis run #{run.pk} ({run.get_status_display()}): {progress['calls']} LLM calls replayed, "
             f"{progress['accepted_pairs']} accepted pairs, {progress['consistent_scenarios']} reconstructed scenarios."
         )
+        if run.status != RunStatus.SUCCEEDED:
+            raise CommandError(f"the synthesis run did not succeed: {run.message}")
         return run
+
+    def _wait_for_run(self, run):
+        from scenarios.models import SynthesisRun
+
+        deadline = time.monotonic() + self.timeout
+        last = None
+        while time.monotonic() < deadline:
+            run = SynthesisRun.objects.get(pk=run.pk)
+            if run.stage != last:
+                last = run.stage
+                self.stdout.write(f"  stage {run.stage}")
+            if run.is_finished:
+                return run
+            time.sleep(1)
+        raise CommandError(f"the workers did not finish synthesis run #{run.pk} within {self.timeout:.0f} s "
+                           "(are workers running on the default and llm queues of this broker?)")
 
     # --- Docker -----------------------------------------------------------------------------------
 
@@ -167,7 +384,7 @@ class Command(BaseCommand):
 
     # --- construction -----------------------------------------------------------------------------
 
-    def construction(self, run, *, docker_ready: bool, inline: bool, timeout: float) -> None:
+    def construction(self, run, *, docker_ready: bool) -> None:
         from tasks import services as task_services
         from tasks.models import Task
 
@@ -185,53 +402,43 @@ class Command(BaseCommand):
         if created:
             self.stdout.write(f"Task construction: {created} tasks from the run's consistent scenarios.")
         started = time.monotonic()
-        if inline:
+        if self.mode == "inline":
             task_services.construct_run(run.pk)
         else:
-            self.construct_on_worker(run, timeout)
+            self.construct_on_workers(run)
         self.stdout.write(f"Task construction took {time.monotonic() - started:.0f} s.")
 
-    def construct_on_worker(self, run, timeout: float) -> None:
-        """A Celery worker on all three queues, on the broker settings name (the filesystem one unless
-        CELERY_BROKER_URL says otherwise), until no task of the run has work left; then stopped."""
+    def construct_on_workers(self, run) -> None:
+        """On the demo's worker (or, with --external-workers, on whoever serves the broker) until no
+        task of the run has work left."""
+        from tasks import services as task_services
+        from tasks.models import Task, Validation, ValidationStatus
+
+        if self.worker is not None:
+            self.worker.start()
+        if self._follow(run):
+            return
+        if self.mode == "external":
+            raise CommandError(f"the workers did not finish the construction of run #{run.pk} in time")
+        # The worker died or ran out of time: whatever it left half-done is finished here.
+        self.worker.stop()
+        Task.objects.filter(run=run, claimed_at__isnull=False).update(claimed_at=None)
+        Validation.objects.filter(version__task__run=run, status=ValidationStatus.RUNNING).update(
+            status=ValidationStatus.QUEUED)
+        self.stdout.write("Finishing the construction in this process ...")
+        task_services.construct_run(run.pk)
+
+    def _follow(self, run) -> bool:
         from tasks import jobs
         from tasks import services as task_services
         from tasks.models import Task
 
-        log_path = Path(settings.DATA_DIR) / "demo-worker.log"
-        env = dict(os.environ, DATABASE_URL=database_url(),
-                   DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE", "facet_site.settings"),
-                   FACET_DATA_DIR=str(Path(settings.BROKER_DIR).parent))
-        with open(log_path, "a") as log:
-            worker = subprocess.Popen(
-                [sys.executable, "-m", "facet_site.cli", "worker", "-Q", "default,llm,docker", "-c", "2",
-                 "--no-beat", "-l", "INFO", "-n", f"demo-{os.getpid()}@%h"],
-                cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            self.stdout.write(f"Started a Celery worker (pid {worker.pid}, log {log_path}).")
-            try:
-                finished = self._follow(run, worker, timeout, jobs)
-            finally:
-                self._stop(worker)
-        if not finished:
-            # The worker died or ran out of time: whatever it left half-done is finished here.
-            from tasks.models import Validation, ValidationStatus
-
-            Task.objects.filter(run=run, claimed_at__isnull=False).update(claimed_at=None)
-            Validation.objects.filter(version__task__run=run, status=ValidationStatus.RUNNING).update(
-                status=ValidationStatus.QUEUED)
-            self.stdout.write("Finishing the construction in this process ...")
-            task_services.construct_run(run.pk)
-
-    def _follow(self, run, worker, timeout: float, jobs) -> bool:
-        from tasks import services as task_services
-        from tasks.models import Task
-
         jobs.advance_construction.delay(run.pk)
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + self.timeout
         last, last_change = None, time.monotonic()
         while time.monotonic() < deadline:
-            if worker.poll() is not None:
-                self.stderr.write(f"The worker exited ({worker.returncode}); see its log.")
+            if self.worker is not None and self.worker.died():
+                self.stderr.write(f"The worker exited ({self.worker.proc.returncode}); see its log.")
                 return False
             rows = list(Task.objects.filter(run=run).values_list("status", "step", "claimed_at"))
             state = sorted((s, st) for s, st, _ in rows)
@@ -248,21 +455,8 @@ class Command(BaseCommand):
                 jobs.advance_construction.delay(run.pk)
                 last_change = time.monotonic()
             time.sleep(1)
-        self.stderr.write(f"The worker did not finish within {timeout:.0f} s.")
+        self.stderr.write(f"The workers did not finish within {self.timeout:.0f} s.")
         return False
-
-    @staticmethod
-    def _stop(worker: subprocess.Popen) -> None:
-        if worker.poll() is not None:
-            return
-        try:
-            os.killpg(worker.pid, signal.SIGTERM)  # a warm shutdown: the job in hand finishes first
-            worker.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(timeout=10)
-        except ProcessLookupError:
-            pass
 
     # --- the report -------------------------------------------------------------------------------
 
