@@ -215,6 +215,8 @@ CELERY_BEAT_SCHEDULE = {
 # the funnel and the taxonomy tables are cached under a stamp of their data for at most this long
 # (facet_site/stamps.py; 0: off)
 FACET_PAGE_CACHE_S = env_int("FACET_PAGE_CACHE_S", 60)
+# a JSON file shaped like tasks/families.json: category slug -> task family (Figure 3b)
+FACET_TASK_FAMILIES = os.environ.get("FACET_TASK_FAMILIES", "")
 # analytics results are cached for at most this many seconds, keyed by a stamp of the data (0: off)
 FACET_ANALYTICS_CACHE_S = env_int("FACET_ANALYTICS_CACHE_S", 120)
 # a review-queue lock left by a reviewer who walked away is free for others after this long
