@@ -21,15 +21,17 @@ install: $(STAMP)
 system-deps:
 	@bash scripts/install-system-deps
 
+# The whole pipeline on bundled data (docs/demo.md), then the site. A second run reuses everything.
 demo: install
 	$(BIN)/facet migrate --noinput
 	$(BIN)/facet demo
 	$(BIN)/facet runserver 127.0.0.1:8000
 
-# Re-record scenarios/fixtures/demo.cassette.jsonl (synthesis and construction of the demo run, from
-# scenarios/scripted_llm.py, against the Docker Engine); see docs/tasks.md, "The demo's construction".
+# Re-record scenarios/fixtures/demo.cassette.jsonl (synthesis, construction and the rollout turns of
+# the demo run, from scenarios/scripted_llm.py, against the Docker Engine); docs/demo.md, "Recording".
+# `make demo-cassette ARGS=--rollouts-only` re-records only the rollout turns.
 demo-cassette: install
-	$(BIN)/python scripts/record-demo-cassette
+	$(BIN)/python scripts/record-demo-cassette $(ARGS)
 
 serve: install
 	$(BIN)/facet runserver 127.0.0.1:8000

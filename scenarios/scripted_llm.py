@@ -295,6 +295,52 @@ def task_router(user: str) -> dict:
     return {"artifact": "verifier", "reason": "the reference solution exits 0 and writes the requested files; the tests expect other values"}
 
 
+# --- rollouts (stage rollout.turn) --------------------------------------------------------------
+# A conversation is the rollout loop's messages: the instruction, then after each turn the output
+# of its commands ending "[turn n of m done ...]". The demo tasks are worked through as
+# scripted_demo_tasks.rollout_turn says; any other task gets the orders report of the scripted
+# construction (observe, write the script, run it, finish). Sampling is what makes the k attempts
+# at one task differ, and the server cannot see which attempt asks: the n-th conversation it sees
+# about a task is attempt n (recordings run the attempts in order, scripts/record-demo-cassette),
+# and its first answer says which, so the later turns of that conversation follow it.
+
+_conversations: dict[str, int] = {}
+_conversations_lock = threading.Lock()
+
+
+def _new_attempt(key: str) -> int:
+    with _conversations_lock:
+        _conversations[key] = _conversations.get(key, 0) + 1
+        return (_conversations[key] - 1) % demo_tasks.ROLLOUT_ATTEMPTS + 1
+
+
+def rollout_turn(body: dict) -> dict:
+    messages = body.get("messages", [])
+    users = [m.get("content", "") for m in messages if m.get("role") == "user"]
+    replies = [m.get("content", "") for m in messages if m.get("role") == "assistant"]
+    turn = sum("[turn " in u for u in users) + 1
+    confirming = bool(users) and "You marked the task as complete" in users[-1]
+    instruction = users[0] if users else ""
+    demo = demo_tasks.find(instruction)
+    key = demo.key if demo else "orders"
+    attempt = _new_attempt(key) if turn == 1 else demo_tasks._attempt_of(replies[0] if replies else "")
+    if demo is not None:
+        return demo_tasks.rollout_turn(demo, turn, attempt, confirming=confirming)
+    if confirming:
+        return {"analysis": "Done.", "plan": "Confirm.", "commands": [], "task_complete": True}
+    if turn == 1:
+        return {"analysis": "Nothing read yet.", "plan": demo_tasks.OPENING_PLANS[attempt - 1],
+                "commands": [{"command": "ls -la /app /app/data", "timeout_s": 10},
+                             {"command": "head -n 5 /app/data/orders.csv /app/data/customers.csv", "timeout_s": 10}],
+                "task_complete": False}
+    if turn == 2:
+        return {"analysis": "Orders with a status, customers by id.", "plan": "Total the paid orders per customer.",
+                "commands": [{"command": f"cat > /tmp/report.sh <<'SH'\n{GOOD_SOLVE}SH", "timeout_s": 10},
+                             {"command": "bash /tmp/report.sh && cat /app/out/report.csv", "timeout_s": 30}],
+                "task_complete": True}
+    return {"analysis": "The report is written.", "plan": "Finish.", "commands": [], "task_complete": True}
+
+
 RESPONDERS = {
     "HypothesesOut": hypotheses, "JudgeOut": judge, "SkillAnalysisOut": skill_analysis,
     "ScenarioExplorationOut": scenario_exploration, "AssociationFilteringOut": association_filtering,
@@ -304,10 +350,14 @@ RESPONDERS = {
     "InstructionOut": task_instruction, "SolutionOut": task_solution, "VerifierOut": task_verifier,
     "ArtifactsOut": task_joint, "RouterOut": task_router,
 }
+# Responders that need the whole conversation (the turns so far), not just the user text.
+CONVERSATION_RESPONDERS = {"TurnAnswer": rollout_turn}
 
 
 def answer(body: dict) -> str:
     schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+    if schema in CONVERSATION_RESPONDERS:
+        return json.dumps(CONVERSATION_RESPONDERS[schema](body), ensure_ascii=False)
     user = "\n".join(m.get("content", "") for m in body.get("messages", []) if m.get("role") == "user")
     responder = RESPONDERS.get(schema)
     if responder is None:
@@ -346,6 +396,8 @@ class ScriptedLLMServer:
     """`with ScriptedLLMServer() as url:` serves /v1/chat/completions on 127.0.0.1 until the block ends."""
 
     def __enter__(self) -> str:
+        with _conversations_lock:
+            _conversations.clear()  # a new server samples attempt 1 first again
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.requests = 0
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

@@ -270,5 +270,6 @@ def test_a_demo_that_ran_without_docker_finishes_the_construction_once_an_engine
     assert Task.objects.count() == 8 and Task.objects.filter(status=TaskStatus.DISCARDED).count() == 1
     # and the rollouts, in this process (--inline): the same pass counts
     batch = RolloutBatch.objects.get()
-    assert (batch.status, batch.trajectories.count(), batch.trajectories.filter(passed=True).count()) == ("done", 21, 16)
+    assert (batch.status, batch.trajectories.count(), batch.trajectories.filter(passed=True).count()) == (
+        "done", 21, 16)
     assert Turn.objects.count() == ROLLOUT_TURNS and "Started a Celery worker" not in output

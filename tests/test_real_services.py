@@ -189,8 +189,8 @@ for task in Task.objects.filter(run=run).select_related("environment", "scenario
                      sorted(p for p in set(r.from_version.files) | set(r.to_version.files)
                             if r.from_version.files.get(p) != r.to_version.files.get(p))]
                     for r in task.repairs.order_by("number").select_related("from_version", "to_version")],
-        "first_trials": list(first.validations.order_by("id").first().trials.order_by("id").values_list("kind", "reward"))
-                        if first and first.validations.exists() else [],
+        "first_trials": list(first.validations.order_by("id").first().trials.order_by("id")
+                             .values_list("kind", "reward")) if first and first.validations.exists() else [],
         "passed": task.trajectories.filter(passed=True).count(), "rollouts": task.trajectories.count(),
         "graded": task.trajectories.filter(status="done", trial__isnull=False).count(),
     }
@@ -292,7 +292,7 @@ def test_the_demo_pipeline_runs_on_postgresql_redis_and_two_workers(postgres_url
     assert {"scenarios.jobs.llm_hypotheses", "scenarios.jobs.llm_judge", "scenarios.jobs.llm_reconstruct",
             "tasks.jobs.llm_step", "tasks.jobs.advance_construction"} <= set(llm_jobs), llm_jobs
     assert not any(".docker_" in name for name in llm_jobs), llm_jobs
-    assert {"tasks.jobs.docker_step", "tasks.jobs.docker_validate", "tasks.jobs.docker_rollout"} <= set(docker_jobs)
+    assert {"tasks.jobs.docker_step", "tasks.jobs.docker_rollout"} <= set(docker_jobs), docker_jobs
     assert not any(".llm_" in name for name in docker_jobs), docker_jobs
     assert docker_jobs["tasks.jobs.docker_rollout"] >= 21
     assert f"llm-{workers.tag}@" in workers.log("llm") and f"docker-{workers.tag}@" in workers.log("docker")

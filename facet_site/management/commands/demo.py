@@ -165,9 +165,10 @@ def rollout_report(command: "Command", batch) -> None:
 
     rows = (batch.trajectories.values("task_id", "task__name")
             .annotate(n=Count("id", filter=Q(status="done")), passed=Count("id", filter=Q(passed=True)),
-                      errors=Count("id", filter=Q(status="error")), turns=Sum("n_turns"))
+                      errors=Count("id", filter=Q(status="error")))
             .order_by("task_id"))
-    command.stdout.write(f"\nRollout batch #{batch.pk} ({batch.get_status_display()}), {batch.model} × {batch.attempts}:")
+    command.stdout.write(f"\nRollout batch #{batch.pk} ({batch.get_status_display()}), "
+                         f"{batch.model} × {batch.attempts}:")
     for r in rows:
         rate = f"{r['passed']}/{r['n']} passed" if r["n"] else "not run"
         errors = f", {r['errors']} error(s)" if r["errors"] else ""
