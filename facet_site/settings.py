@@ -215,6 +215,15 @@ CELERY_BEAT_SCHEDULE = {
 # the funnel and the taxonomy tables are cached under a stamp of their data for at most this long
 # (facet_site/stamps.py; 0: off)
 FACET_PAGE_CACHE_S = env_int("FACET_PAGE_CACHE_S", 60)
+# The cache holds aggregates keyed by a stamp of their data (facet_site/stamps.py, analytics): a
+# folder under FACET_DATA_DIR, so every web process on the machine shares what one computed;
+# FACET_CACHE_URL=redis://... shares it between machines.
+if os.environ.get("FACET_CACHE_URL", "").startswith("redis"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": os.environ["FACET_CACHE_URL"]}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(DATA_DIR / "cache"), "OPTIONS": {"MAX_ENTRIES": 2000}}}
 # a JSON file shaped like tasks/families.json: category slug -> task family (Figure 3b)
 FACET_TASK_FAMILIES = os.environ.get("FACET_TASK_FAMILIES", "")
 # analytics results are cached for at most this many seconds, keyed by a stamp of the data (0: off)
