@@ -4,6 +4,7 @@ from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from ninja.pagination import PageNumberPagination, paginate
 
+from facet_site.pagination import LazyPage
 from facet_site.roles import can_review
 
 from . import selectors, services
@@ -22,22 +23,6 @@ from .schemas import (
 from .views import EXPORT_VERDICTS, export_filename, jsonl_response
 
 router = Router(tags=["scenarios"])
-
-
-class _Lazy:
-    """Lets @paginate slice the queryset first, then serialises only the page."""
-
-    def __init__(self, qs, serialise):
-        self.qs, self.serialise = qs, serialise
-
-    def count(self):
-        return self.qs.count()
-
-    def __len__(self):
-        return self.count()
-
-    def __getitem__(self, item):
-        return [self.serialise(row) for row in self.qs[item]]
 
 
 def _require_reviewer(request, action: str):
@@ -75,7 +60,7 @@ def _run_detail_out(run: SynthesisRun) -> dict:
 @router.get("/runs", response=list[RunOut], summary="List synthesis runs, newest first")
 @paginate(PageNumberPagination, page_size=50)
 def list_runs(request):
-    return _Lazy(selectors.runs_with_usage(), _run_out)
+    return LazyPage(selectors.runs_with_usage(), _run_out)
 
 
 @router.post("/runs", response={201: RunDetailOut}, summary="Start a synthesis run (reviewers)")
@@ -145,7 +130,7 @@ def _pair_out(pair: CandidatePair, detail: bool = False) -> dict:
 @router.get("/pairs", response=list[PairOut], summary="List candidate scenario–skill pairs")
 @paginate(PageNumberPagination, page_size=50)
 def list_pairs(request, filters: Query[PairFilters]):
-    return _Lazy(selectors.filter_pairs(**filters.dict()), _pair_out)
+    return LazyPage(selectors.filter_pairs(**filters.dict()), _pair_out)
 
 
 @router.get("/pairs/{int:pair_id}", response=PairDetailOut, summary="One pair with its hypotheses, evidence and judgement")
@@ -202,7 +187,7 @@ def _scenario_out(s: Scenario) -> dict:
 @router.get("/scenarios", response=list[ScenarioOut], summary="List reconstructed scenarios")
 @paginate(PageNumberPagination, page_size=50)
 def list_scenarios(request, filters: Query[ScenarioFilters]):
-    return _Lazy(selectors.filter_scenarios(**filters.dict()), _scenario_out)
+    return LazyPage(selectors.filter_scenarios(**filters.dict()), _scenario_out)
 
 
 @router.get("/scenarios/{int:scenario_id}", response=ScenarioDetailOut, summary="One scenario with its modules and LLM calls")

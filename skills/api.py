@@ -5,6 +5,7 @@ from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from ninja.pagination import PageNumberPagination, paginate
 
+from facet_site.pagination import LazyPage
 from facet_site.roles import can_review
 
 from . import services
@@ -46,23 +47,8 @@ def _skill_out(s: Skill, verdict_kinds: list[str] | None = None) -> dict:
 @paginate(PageNumberPagination, page_size=50)
 def list_skills(request, filters: Query[SkillFilters]):
     qs = services.filter_skills(**filters.dict()).prefetch_related("verdicts")
-    return _LazySkills(qs)
+    return LazyPage(qs, _skill_out)
 
-
-class _LazySkills:
-    """Paginates the queryset first, then serialises only the page."""
-
-    def __init__(self, qs):
-        self.qs = qs
-
-    def count(self):
-        return self.qs.count()
-
-    def __len__(self):
-        return self.count()
-
-    def __getitem__(self, item):
-        return [_skill_out(s) for s in self.qs[item]]
 
 
 @router.get("/skills/{int:skill_id}", response=SkillDetailOut, summary="One skill version with files, verdicts and neighbours")

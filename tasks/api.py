@@ -4,6 +4,7 @@ from ninja import Router, Status
 from ninja.errors import HttpError
 from ninja.pagination import PageNumberPagination, paginate
 
+from facet_site.pagination import LazyPage
 from facet_site.roles import can_review
 from scenarios.models import SynthesisRun
 
@@ -61,22 +62,6 @@ def task_detail_out(task: Task) -> dict:
     return out
 
 
-class _Lazy:
-    """Lets @paginate slice the queryset first, then serialises only the page."""
-
-    def __init__(self, qs, serialise):
-        self.qs, self.serialise = qs, serialise
-
-    def count(self):
-        return self.qs.count()
-
-    def __len__(self):
-        return self.count()
-
-    def __getitem__(self, item):
-        return [self.serialise(row) for row in self.qs[item]]
-
-
 @router.get("/tasks", response=list[TaskOut], summary="List tasks, newest first (filter by status and run)")
 @paginate(PageNumberPagination, page_size=50)
 def list_tasks(request, status: str = "", run: int | None = None):
@@ -87,7 +72,7 @@ def list_tasks(request, status: str = "", run: int | None = None):
         qs = qs.filter(status=status)
     if run is not None:
         qs = qs.filter(run_id=run)
-    return _Lazy(qs, task_out)
+    return LazyPage(qs, task_out)
 
 
 @router.get("/tasks/{int:task_id}", response=TaskDetailOut,

@@ -11,6 +11,7 @@ from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from ninja.pagination import PageNumberPagination, paginate
 
+from facet_site.pagination import LazyPage
 from facet_site.roles import can_review
 
 from . import datasets
@@ -85,20 +86,6 @@ def import_out(task_import: TaskImport) -> dict:
     }
 
 
-class _Lazy:
-    def __init__(self, qs, serialise):
-        self.qs, self.serialise = qs, serialise
-
-    def count(self):
-        return self.qs.count()
-
-    def __len__(self):
-        return self.count()
-
-    def __getitem__(self, item):
-        return [self.serialise(row) for row in self.qs[item]]
-
-
 def _reviewer(request) -> None:
     if not can_review(request.auth):
         raise HttpError(403, "Only reviewers and admins may create exports and imports.")
@@ -117,7 +104,7 @@ def create_export(request, payload: ExportIn):
 @router.get("/exports", response=list[ExportOut], summary="Exports, newest first")
 @paginate(PageNumberPagination, page_size=50)
 def list_exports(request):
-    return _Lazy(Export.objects.select_related("created_by").order_by("-id"), export_out)
+    return LazyPage(Export.objects.select_related("created_by").order_by("-id"), export_out)
 
 
 @router.get("/exports/{int:export_id}", response=ExportOut, summary="One export: progress, summary, checksum")
@@ -151,7 +138,7 @@ def create_import(request, archive: File[UploadedFile], queue_validation: bool =
 @router.get("/imports", response=list[ImportOut], summary="Task imports, newest first")
 @paginate(PageNumberPagination, page_size=50)
 def list_imports(request):
-    return _Lazy(TaskImport.objects.select_related("created_by").order_by("-id"), import_out)
+    return LazyPage(TaskImport.objects.select_related("created_by").order_by("-id"), import_out)
 
 
 @router.get("/imports/{int:import_id}", response=ImportOut,

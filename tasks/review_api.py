@@ -7,6 +7,7 @@ from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.pagination import PageNumberPagination, paginate
 
+from facet_site.pagination import LazyPage
 from facet_site.roles import can_review
 
 from . import review, summary
@@ -147,20 +148,6 @@ def list_decisions(request, task_id: int):
     return [decision_out(d, standing_id=standing) for d in rows]
 
 
-class _Lazy:
-    def __init__(self, qs, serialise):
-        self.qs, self.serialise = qs, serialise
-
-    def count(self):
-        return self.qs.count()
-
-    def __len__(self):
-        return self.count()
-
-    def __getitem__(self, item):
-        return [self.serialise(row) for row in self.qs[item]]
-
-
 @router.get("/audit", response=list[AuditEventOut], summary="The audit log, newest first (filter by task, actor, action)")
 @paginate(PageNumberPagination, page_size=50)
 def list_audit(request, task: int | None = None, actor: str = "", action: str = ""):
@@ -171,7 +158,7 @@ def list_audit(request, task: int | None = None, actor: str = "", action: str = 
         qs = qs.filter(actor__username=actor)
     if action:
         qs = qs.filter(action=action)
-    return _Lazy(qs, event_out)
+    return LazyPage(qs, event_out)
 
 
 @router.post("/audit/{int:event_id}/undo", response={201: AuditEventOut},

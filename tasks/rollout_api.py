@@ -10,6 +10,7 @@ from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from ninja.pagination import PageNumberPagination, paginate
 
+from facet_site.pagination import LazyPage
 from facet_site.roles import can_review
 
 from . import analytics as an
@@ -136,9 +137,8 @@ def _require_reviewer(request, what: str):
 @router.get("/rollouts", response=list[BatchOut], summary="Rollout batches, newest first (built-in and imported)")
 @paginate(PageNumberPagination, page_size=50)
 def list_batches(request):
-    from .api import _Lazy  # serialises only the page @paginate slices
 
-    return _Lazy(RolloutBatch.objects.select_related("created_by").order_by("-id"), batch_out)
+    return LazyPage(RolloutBatch.objects.select_related("created_by").order_by("-id"), batch_out)
 
 
 @router.post("/rollouts", response={201: BatchOut}, summary="Start a rollout batch on a task filter (reviewers)")
@@ -192,10 +192,9 @@ def trajectory_out(t: Trajectory) -> dict:
 @router.get("/rollouts/{int:batch_id}/trajectories", response=list[TrajectoryOut], summary="A batch's trajectories")
 @paginate(PageNumberPagination, page_size=100)
 def batch_trajectories(request, batch_id: int):
-    from .api import _Lazy
 
     batch = get_object_or_404(RolloutBatch, pk=batch_id)
-    return _Lazy(batch.trajectories.order_by("id"), trajectory_out)
+    return LazyPage(batch.trajectories.order_by("id"), trajectory_out)
 
 
 @router.get("/trajectories/{int:trajectory_id}", response=TrajectoryDetailOut,
