@@ -110,6 +110,7 @@ def test_make_demo_constructs_the_whole_funnel_and_a_second_run_reuses_it(engine
                       "environment_repair_recovery": 1, "successful_environments": 8, "entering_validation": 8,
                       "first_pass_valid": 5, "task_repair_recovery": 2, "final_validated": 7}, output
     assert "Final validated tasks" in output and "admin     login: admin / facet-admin" in output
+    assert "review queue: 7 validated tasks waiting for a decision" in output
     tasks = by_skills()
     assert len(tasks) == 8
 

@@ -286,6 +286,11 @@ class Command(BaseCommand):
                                              "facet is at http://127.0.0.1:8000"))
         for username, password, role in DEMO_USERS:
             self.stdout.write(f"  {role:<9} login: {username} / {password}")
+        from tasks.models import ReviewState, Task, TaskStatus
+
+        waiting = Task.objects.filter(status=TaskStatus.VALIDATED, review_state=ReviewState.UNREVIEWED).count()
+        self.stdout.write(f"  review queue: {waiting} validated task{'s' if waiting != 1 else ''} waiting for a "
+                          "decision at http://127.0.0.1:8000/tasks/queue/ (log in as reviewer)")
 
     # --- synthesis --------------------------------------------------------------------------------
 
