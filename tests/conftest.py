@@ -135,3 +135,18 @@ def pytest_sessionfinish(session, exitstatus):
     data_dir = os.environ.get("FACET_DATA_DIR", "")
     if f"run-{os.getpid()}" in data_dir:
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def docker_engine_with_base_image():
+    """A Docker client whose engine has facet's base image, built first when missing (on a fresh
+    machine no earlier test or command has built it). Without an engine, or when the build fails,
+    the test skips — or fails under FACET_REQUIRE_DOCKER=1, so CI cannot skip Docker tests."""
+    from facet_site.lib import docker_engine as de
+
+    required = os.environ.get("FACET_REQUIRE_DOCKER") == "1"
+    try:
+        client = de.connect()
+        de.ensure_base_image(client)
+    except de.DockerEngineError as exc:
+        (pytest.fail if required else pytest.skip)(f"{exc}")
+    return client

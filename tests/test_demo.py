@@ -14,7 +14,6 @@ from django.core.management import call_command
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from facet_site.lib import docker_engine as de
 from scenarios.models import LLMCall, SynthesisRun
 from tasks import services
 from tasks.models import (
@@ -28,6 +27,7 @@ from tasks.models import (
     TrialKind,
     Turn,
 )
+from tests.conftest import docker_engine_with_base_image
 
 GIT = frozenset({"changelog-from-git", "git-history-audit"})
 CRM = frozenset({"csv-clean-dedupe", "csv-column-stats"})
@@ -58,14 +58,7 @@ def docker_host_restored(monkeypatch):
 
 @pytest.fixture
 def engine():
-    try:
-        client = de.connect()
-    except de.EngineUnavailable as exc:
-        if os.environ.get("FACET_REQUIRE_DOCKER") == "1":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    if de.find_image(client, de.BASE_IMAGE_TAG) is None:
-        pytest.skip("the base image is missing: run `facet base-image`")
+    client = docker_engine_with_base_image()
     yield client
     client.close()
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from facet_site.lib import docker_engine as de
+from tests.conftest import docker_engine_with_base_image
 
 pytestmark = pytest.mark.docker
 
@@ -86,14 +87,7 @@ def redis_url():
 
 @pytest.fixture
 def engine():
-    try:
-        client = de.connect()
-    except de.EngineUnavailable as exc:
-        if os.environ.get("FACET_REQUIRE_DOCKER") == "1":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    if de.find_image(client, de.BASE_IMAGE_TAG) is None:
-        pytest.skip("the base image is missing: run `facet base-image`")
+    client = docker_engine_with_base_image()
     yield client
     client.close()
 

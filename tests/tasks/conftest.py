@@ -20,7 +20,7 @@ from scenarios.models import (
 )
 from skills import services as skill_services
 from skills.models import Skill
-from tests.conftest import write_skill
+from tests.conftest import docker_engine_with_base_image, write_skill
 from tests.skills.samples import CSV_SKILL, SQLITE_SKILL
 
 # Small caps: the generated task.toml asks for these, and validation never waits longer.
@@ -29,15 +29,7 @@ CONSTRUCTION = {"max_partials": 2, "timeouts": {"build_s": 240, "solution_s": 30
 
 @pytest.fixture
 def engine():
-    try:
-        client = de.connect()
-    except de.EngineUnavailable as exc:
-        if os.environ.get("FACET_REQUIRE_DOCKER") == "1":
-            pytest.fail(str(exc))
-        pytest.skip(str(exc))
-    if de.find_image(client, "facet-base:bookworm") is None:
-        message = "the base image facet-base:bookworm is missing: run `facet base-image`"
-        pytest.fail(message) if os.environ.get("FACET_REQUIRE_DOCKER") == "1" else pytest.skip(message)
+    client = docker_engine_with_base_image()
     yield client
     # no sandbox of this process may outlive a test
     host = socket.gethostname()
