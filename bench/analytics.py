@@ -33,8 +33,6 @@ import json
 import os
 import platform
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -170,57 +168,6 @@ def seed_rollouts(rng: random.Random) -> dict:
             "turns": n_turns_total, "test_results": n_tests_total}
 
 
-def login(session, base: str, username: str) -> None:
-    session.get(f"{base}/login/", timeout=60)
-    token = session.cookies.get("csrftoken")
-    r = session.post(f"{base}/login/", data={"username": username, "password": "bench", "csrfmiddlewaretoken": token},
-                     headers={"Referer": f"{base}/login/"}, allow_redirects=False, timeout=60)
-    if r.status_code not in (200, 302) or "sessionid" not in session.cookies:
-        raise SystemExit(f"login as {username} failed: HTTP {r.status_code}")
-
-
-def measure(base: str, users: list[str], urls: dict, requests_per_client: int, clients: int) -> dict:
-    """Like bench/dashboard.py's, with requests (already a dependency) instead of httpx."""
-    import statistics
-    import threading
-
-    import requests
-
-    samples: dict[str, list[float]] = {k: [] for k in urls}
-    errors: list[str] = []
-    lock = threading.Lock()
-
-    def worker(n: int):
-        with requests.Session() as session:
-            login(session, base, users[n % len(users)])
-            for _ in range(requests_per_client):
-                for kind, make in urls.items():
-                    url = make()
-                    t0 = time.perf_counter()
-                    r = session.get(base + url, allow_redirects=False, timeout=120)
-                    ms = (time.perf_counter() - t0) * 1000
-                    with lock:
-                        if r.status_code != 200:
-                            errors.append(f"{url}: HTTP {r.status_code}")
-                        samples[kind].append(ms)
-
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(clients)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    out = {}
-    for kind, xs in samples.items():
-        xs.sort()
-        p95 = xs[max(0, int(len(xs) * 0.95) - 1)]
-        out[kind] = {"requests": len(xs), "p50_ms": round(statistics.median(xs), 1), "p95_ms": round(p95, 1),
-                     "max_ms": round(xs[-1], 1), "goal_p95_ms": GOAL_P95_MS, "meets_goal": p95 < GOAL_P95_MS}
-    return {"pages": out, "errors": errors[:20], "error_count": len(errors), "wall_seconds": round(wall, 1),
-            "requests_per_second": round(sum(len(x) for x in samples.values()) / wall, 1)}
-
-
 def rollouts_seeded() -> bool:
     from tasks.models import Trajectory
 
@@ -309,27 +256,10 @@ def main(argv=None) -> int:
 
     def run(cache_seconds: int, seed: int) -> dict:
         """One gunicorn server and one measurement, with the result cache on or off."""
-        port = dashboard.free_port()
-        base = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen(
-            [str(Path(sys.executable).parent / "gunicorn"), "facet_site.wsgi", "-b", f"127.0.0.1:{port}",
-             "-w", str(args.workers), "--threads", str(args.threads), "--log-level", "warning"],
-            cwd=REPO, env={**env, "FACET_ANALYTICS_CACHE_S": str(cache_seconds)}, start_new_session=True)
-        try:
-            import requests
-
-            for _ in range(100):
-                try:
-                    requests.get(f"{base}/login/", timeout=2)
-                    break
-                except requests.RequestException:
-                    time.sleep(0.2)
+        with dashboard.serve({**env, "FACET_ANALYTICS_CACHE_S": str(cache_seconds)}, args.workers, args.threads) as base:
             urls = page_urls(random.Random(seed), tags, cats, families, batches)
-            measure(base, users, urls, 2, 2)  # warm-up: imports, connections (and a few cache entries)
-            return measure(base, users, urls, args.requests, args.clients)
-        finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=30)
+            dashboard.measure(base, users, urls, 2, 2, goal_ms=GOAL_P95_MS)  # warm-up: imports, connections (and a few cache entries)
+            return dashboard.measure(base, users, urls, args.requests, args.clients, goal_ms=GOAL_P95_MS)
 
     load_before = os.getloadavg()
     uncached = run(0, 5)
