@@ -28,7 +28,7 @@ demo: install
 	$(BIN)/facet runserver 127.0.0.1:8000
 
 # Re-record scenarios/fixtures/demo.cassette.jsonl (synthesis, construction and the rollout turns of
-# the demo run, from scenarios/scripted_llm.py, against the Docker Engine); docs/demo.md, "Recording".
+# the demo run, from demo/scripted_llm.py, against the Docker Engine); docs/demo.md, "Recording".
 # `make demo-cassette ARGS=--rollouts-only` re-records only the rollout turns.
 demo-cassette: install
 	$(BIN)/python scripts/record-demo-cassette $(ARGS)

@@ -69,7 +69,7 @@ def _state(commands: list[dict]) -> str:
 def seed_rollouts(rng: random.Random) -> dict:
     from django.db import connection
 
-    from tasks.models import (BatchStatus, RolloutBatch, Task, TaskStatus, TestResult, Trajectory, TrajectoryStatus,
+    from tasks.models import (RolloutBatchStatus, RolloutBatch, Task, TaskStatus, TestResult, Trajectory, TrajectoryStatus,
                               Trial, TrialKind, Turn)
 
     timings = {}
@@ -86,7 +86,7 @@ def seed_rollouts(rng: random.Random) -> dict:
     specs = []
     for name, source, model, agent, k, selected in plans:
         batch = RolloutBatch.objects.create(name=name, source=source, model=model, agent=agent, attempts=k,
-                                            status=BatchStatus.DONE, selection={"query": "status=validated"},
+                                            status=RolloutBatchStatus.DONE, selection={"query": "status=validated"},
                                             config={"job_id": name} if source == "harbor" else {})
         for task_id, version_id, n_tests in selected:
             for attempt in range(k):

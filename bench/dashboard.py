@@ -92,7 +92,7 @@ def seed(rng: random.Random) -> dict:
     from skills.models import Category, Skill
     from tasks.models import (AuditEvent, BuildOutcome, Decision, Environment, EnvironmentBuild, EnvironmentStatus, LabelKind, RejectReason,
                               RepairRound, ReviewState, Task, TaskLabel, TaskStatus, TaskVersion, TestResult, Trial,
-                              TrialKind, Validation, ValidationStatus, Verdict)
+                              TrialKind, Validation, ValidationStatus, ReviewVerdict)
     from tasks.summary import families
 
     timings = {}
@@ -221,10 +221,10 @@ def seed(rng: random.Random) -> dict:
     for i in range(n_decisions):
         t = tasks[rng.randrange(len(tasks))]
         v = by_task[t.pk][-1]
-        verdict = rng.choice([Verdict.APPROVE, Verdict.APPROVE, Verdict.REJECT, Verdict.NEEDS_FIX])
+        verdict = rng.choice([ReviewVerdict.APPROVE, ReviewVerdict.APPROVE, ReviewVerdict.REJECT, ReviewVerdict.NEEDS_FIX])
         decisions.append(Decision(task=t, version=v, content_hash=v.content_hash, verdict=verdict,
-                                  reason="" if verdict == Verdict.APPROVE else rng.choice(RejectReason.values),
-                                  author=rng.choice(reviewers), comment="looks right" if verdict == Verdict.APPROVE else "see reason"))
+                                  reason="" if verdict == ReviewVerdict.APPROVE else rng.choice(RejectReason.values),
+                                  author=rng.choice(reviewers), comment="looks right" if verdict == ReviewVerdict.APPROVE else "see reason"))
     Decision.objects.bulk_create(decisions, batch_size=batch)
     for d in decisions:
         events.append(AuditEvent(actor_id=d.author_id, action="decide", object_type="decision", object_id=str(d.pk),
@@ -256,7 +256,7 @@ def seed(rng: random.Random) -> dict:
     last_decision = {}
     for d in decisions:
         last_decision[d.task_id] = d.verdict
-    state = {Verdict.APPROVE: ReviewState.APPROVED, Verdict.REJECT: ReviewState.REJECTED, Verdict.NEEDS_FIX: ReviewState.NEEDS_FIX}
+    state = {ReviewVerdict.APPROVE: ReviewState.APPROVED, ReviewVerdict.REJECT: ReviewState.REJECTED, ReviewVerdict.NEEDS_FIX: ReviewState.NEEDS_FIX}
     oracle_tests = {}
     counts = {}
     for tc in tests:

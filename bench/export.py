@@ -5,7 +5,7 @@ N generated tasks: skills with categories, candidate pairs and scenarios, one va
 per task of about ten files (Dockerfile, three data files, init script, solution, test runner
 and tests, instruction, task.toml; about 5 KB, like the scripted construction's tasks), a validation with nop and oracle trials and three test
 results, an approval, labels, and for a third of the tasks three rollouts of eight turns (about
-1,200 of them successful, the paper's SFT set). Then it times `tasks.datasets.write_archive`
+1,200 of them successful, the paper's SFT set). Then it times `tasks.exports.write_archive`
 of the approved tasks with every part (Harbor dataset, manifests, Hugging Face layout, SFT),
 twice, and checks that the two archives are byte-identical.
 
@@ -90,7 +90,7 @@ def populate(n: int, seed: int) -> dict:
     from facet_site.lib import harbor
     from scenarios.models import CandidatePair, PairSkill, Scenario, SynthesisRun
     from skills.models import Category, Skill
-    from tasks import services
+    from tasks import versions
     from tasks.models import (
         Decision, LabelKind, RolloutBatch, Step, Task, TaskLabel, TaskStatus, TaskVersion, TestResult, Trajectory,
         TrajectoryStatus, Trial, Turn, Validation, ValidationStatus,
@@ -120,7 +120,7 @@ def populate(n: int, seed: int) -> dict:
     versions = []
     for i, (task, two) in enumerate(zip(tasks, chosen)):
         files = task_files(i, rng, [s.category.slug for s in two], [s.key for s in two])
-        digest = harbor.content_hash(services.bundle_of(task.name, files))
+        digest = harbor.content_hash(versions.bundle_of(task.name, files))
         versions.append(TaskVersion(task=task, number=1, content_hash=digest, files=files))
     versions = TaskVersion.objects.bulk_create(versions, batch_size=500)
     for task, version in zip(tasks, versions):
@@ -193,7 +193,7 @@ def main() -> None:
     from django.conf import settings
     from django.core.management import call_command
 
-    from tasks import datasets
+    from tasks import exports
 
     call_command("migrate", verbosity=0)
     database = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
@@ -204,7 +204,7 @@ def main() -> None:
     for attempt in (1, 2):
         target = work / f"export-{attempt}.tar.gz"
         t0 = time.perf_counter()
-        result = datasets.write_archive(target, query="review=approved")
+        result = exports.write_archive(target, query="review=approved")
         seconds = time.perf_counter() - t0
         runs.append({"seconds": round(seconds, 2), "sha256": result.sha256, "bytes": result.bytes})
         print(f"export {attempt}: {seconds:.1f} s, {result.bytes:,} bytes, {result.summary['tasks']} tasks, "
@@ -216,7 +216,7 @@ def main() -> None:
                     "load_average_1m_at_end": round(os.getloadavg()[0], 2)},
         "data": {**data, "generator": f"bench/export.py (seed {args.seed})", "synthetic": True},
         "export": {
-            "query": "review=approved", "parts": list(datasets.PARTS), "tasks": result.summary["tasks"],
+            "query": "review=approved", "parts": list(exports.PARTS), "tasks": result.summary["tasks"],
             "sft_trajectories": result.summary["sft_trajectories"], "archive_bytes": result.bytes,
             "runs": runs, "best_seconds": best, "tasks_per_second": round(result.summary["tasks"] / best, 1),
             "byte_identical": runs[0]["sha256"] == runs[1]["sha256"], "goal_seconds": 60,

@@ -666,7 +666,7 @@ def main(argv=None) -> int:
                         help="add a fifth variant, ours with measure_memory=False (no stats call)")
     args = parser.parse_args(argv)
 
-    client = de.connect()
+    client = de.connect(os.environ.get("DOCKER_HOST", ""))
     info = de.engine_info(client)
     if de.find_image(client, de.BASE_IMAGE_TAG) is None:
         print(f"{de.BASE_IMAGE_TAG} is missing: python -m facet_site.lib.docker_engine base-image",

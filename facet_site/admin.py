@@ -1,3 +1,4 @@
+"""Django admin for the site's own records (API tokens)."""
 from django.contrib import admin
 
 from .models import ApiToken

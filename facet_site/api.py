@@ -1,5 +1,5 @@
-"""The JSON API root: one NinjaAPI, one router per app, token or session authentication."""
-from django.contrib.admin.views.decorators import staff_member_required  # noqa: F401  (kept for admin-only routes)
+"""The JSON API root: one NinjaAPI with token or session authentication, and one router per resource
+mounted under its own prefix (each app's api.py holds its routers)."""
 from django.contrib.auth.decorators import login_required
 from django.utils import timezone
 from ninja import NinjaAPI
@@ -31,16 +31,23 @@ api = NinjaAPI(
     urls_namespace="api",
 )
 
-from scenarios.api import router as scenarios_router  # noqa: E402
-from skills.api import router as skills_router  # noqa: E402
-from tasks.api import router as tasks_router  # noqa: E402
-from tasks.dataset_api import router as dataset_router  # noqa: E402
-from tasks.review_api import router as review_router  # noqa: E402
-from tasks.rollout_api import router as rollout_router  # noqa: E402
+from scenarios import api as scenarios_api  # noqa: E402
+from skills import api as skills_api  # noqa: E402
+from tasks import analytics_api, dataset_api, review_api, rollout_api  # noqa: E402
+from tasks import api as tasks_api  # noqa: E402
 
-api.add_router("/", skills_router)
-api.add_router("/", scenarios_router)
-api.add_router("/", tasks_router)
-api.add_router("/", review_router)
-api.add_router("/", rollout_router)
-api.add_router("/", dataset_router)
+api.add_router("/skills", skills_api.skills_router)
+api.add_router("/categories", skills_api.categories_router)
+api.add_router("/runs", scenarios_api.runs_router)
+api.add_router("/pairs", scenarios_api.pairs_router)
+api.add_router("/scenarios", scenarios_api.scenarios_router)
+api.add_router("/tasks", tasks_api.tasks_router)
+api.add_router("/tasks", review_api.task_review_router)  # decisions, bulk decisions and locks on tasks
+api.add_router("/funnel", tasks_api.funnel_router)
+api.add_router("/audit", review_api.audit_router)
+api.add_router("/queue", review_api.queue_router)
+api.add_router("/rollouts", rollout_api.batches_router)
+api.add_router("/trajectories", rollout_api.trajectories_router)
+api.add_router("/analytics", analytics_api.analytics_router)
+api.add_router("/exports", dataset_api.exports_router)
+api.add_router("/imports", dataset_api.imports_router)

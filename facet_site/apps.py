@@ -1,3 +1,4 @@
+"""The facet_site app: the site's own models (API tokens), commands and template tags."""
 from django.apps import AppConfig
 
 

@@ -14,18 +14,20 @@ app.autodiscover_tasks(related_name="jobs")
 @worker_ready.connect
 def remove_sandboxes_of_dead_workers(**kwargs):
     """A worker that died mid-trial leaves its sandbox behind; the next worker to start removes
-    sandboxes older than any trial can run (FACET_SANDBOX_MAX_AGE_S, default two hours), and
-    stopped ones a minute old."""
+    sandboxes older than any trial can run (settings.FACET_SANDBOX_MAX_AGE_S), and stopped ones a
+    minute old."""
     import logging
+
+    from django.conf import settings
 
     from facet_site.lib import docker_engine as de
 
     try:
-        client = de.connect()
+        client = de.connect(settings.DOCKER_HOST)
     except de.TransientEngineError:
         return  # no engine here: nothing to clean, and Docker jobs will wait for one
     try:
-        removed = de.cleanup_leftovers(client, older_than_s=int(os.environ.get("FACET_SANDBOX_MAX_AGE_S", "7200")))
+        removed = de.cleanup_leftovers(client, older_than_s=settings.FACET_SANDBOX_MAX_AGE_S)
         # A daemon restart stops every container; a stopped sandbox is nobody's (docs/docker.md).
         removed += de.cleanup_leftovers(client, older_than_s=60, stopped_only=True)
         if removed:

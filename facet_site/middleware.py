@@ -1,3 +1,4 @@
+"""Request middleware: a login for every page, the JSON API authenticating itself."""
 from django.contrib.auth.middleware import LoginRequiredMiddleware
 
 

@@ -1,3 +1,4 @@
+"""The site's own records: per-user API tokens (stored as hashes)."""
 import hashlib
 import secrets
 

@@ -1,3 +1,4 @@
+"""Site-wide workflows: the role groups and the users that hold them."""
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction

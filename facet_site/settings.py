@@ -198,11 +198,34 @@ FACET_INGEST_MAX_UPLOAD_BYTES = env_int("FACET_INGEST_MAX_UPLOAD_BYTES", 200_000
 FACET_NEAR_DUPLICATE_THRESHOLD = env_float("FACET_NEAR_DUPLICATE_THRESHOLD", 0.95)
 FACET_EMBEDDING_BACKEND = os.environ.get("FACET_EMBEDDING_BACKEND", "onnx-int8")
 FACET_MODELS_DIR = Path(os.environ.get("FACET_MODELS_DIR") or DATA_DIR / "models").resolve()
+# The model endpoint: FACET_LLM_BASE_URL, _MODEL, _API_KEY(_FILE), _PROVIDER, _TEMPERATURE,
+# _MAX_TOKENS, _TIMEOUT, _MAX_RETRIES, _CASSETTE, _RECORD, _PRICES, read here once. Runs and rollout
+# batches lay their own "llm" section over it (scenarios.llm.llm_settings); a bad value stops startup.
+from facet_site.lib.llm.settings import LLMSettings  # noqa: E402
+
+FACET_LLM = LLMSettings.from_env(os.environ)
+# A synthesis run that succeeds goes on into task construction through this job, named rather than
+# imported so scenarios knows nothing of how tasks are built (tasks/jobs.py registers it).
+FACET_CONSTRUCTION_JOB = "tasks.jobs.advance_construction"
 
 # --- Task construction and validation (docs/tasks.md, docs/docker.md) ----------------------------
 # A trial's solution.log and verifier.log keep the command's whole output up to this size (then a
 # marker); the database keeps a 16 KiB head and tail of it.
 FACET_TRIAL_LOG_MAX_BYTES = env_int("FACET_TRIAL_LOG_MAX_BYTES", 64 * 1024 * 1024)
+# tasks
+# The Docker Engine construction, validation and rollouts use (empty: the local socket), handed to
+# lib.docker_engine.connect; DOCKER_TLS_VERIFY / DOCKER_CERT_PATH apply as for the docker CLI.
+DOCKER_HOST = os.environ.get("DOCKER_HOST", "")
+# The restricted base image every generated Dockerfile must start FROM (`facet base-image` builds it).
+FACET_BASE_IMAGE = os.environ.get("FACET_BASE_IMAGE") or "facet-base:bookworm"
+# Task imports (`facet import-tasks`, the Datasets page): an upload, an unpacked archive, one file
+# in it (100 MiB, lib.harbor's own cap) and its number of entries.
+FACET_IMPORT_MAX_UPLOAD_BYTES = env_int("FACET_IMPORT_MAX_UPLOAD_BYTES", FACET_INGEST_MAX_UPLOAD_BYTES)
+FACET_IMPORT_MAX_ARCHIVE_BYTES = env_int("FACET_IMPORT_MAX_ARCHIVE_BYTES", 1_000_000_000)
+FACET_IMPORT_MAX_FILE_BYTES = env_int("FACET_IMPORT_MAX_FILE_BYTES", 100 * 1024 * 1024)
+FACET_IMPORT_MAX_ENTRIES = env_int("FACET_IMPORT_MAX_ENTRIES", 200_000)
+# A starting worker removes sandbox containers older than any trial can run (left by a dead worker).
+FACET_SANDBOX_MAX_AGE_S = env_int("FACET_SANDBOX_MAX_AGE_S", 7200)
 # `facet worker` runs Celery beat inside the worker (unless --no-beat): every this many seconds
 # tasks and validations that waited for a Docker Engine are resumed when one answers.
 FACET_RESUME_WAITING_S = env_float("FACET_RESUME_WAITING_S", 60.0)

@@ -1,3 +1,4 @@
+"""The URL map: the home page, login, tokens, the API root and each app's pages."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path

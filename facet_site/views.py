@@ -1,3 +1,4 @@
+"""Site-wide pages: the home page with the pipeline at a glance, and a user's API tokens."""
 from django.contrib import messages
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render

@@ -1,3 +1,4 @@
+"""The WSGI entry point (gunicorn facet_site.wsgi)."""
 import os
 
 from django.core.wsgi import get_wsgi_application

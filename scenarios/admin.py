@@ -1,3 +1,4 @@
+"""The Django admin of the scenario–skill repository: runs, hypotheses, pairs, scenarios and LLM calls."""
 from django.contrib import admin
 
 from .models import (

@@ -1,3 +1,4 @@
+"""The scenarios app: synthesis runs and the scenario–skill repository they build."""
 from django.apps import AppConfig
 
 

@@ -1,6 +1,6 @@
 """The "Start a run" form and the one place a run's config is assembled from user input.
 
-The page, the API and the CLI all merge what the user gave over services.DEFAULT_CONFIG here, and
+The page, the API and the CLI all merge what the user gave over run_config.DEFAULT_CONFIG here, and
 leave every check of the values to services.start_run, so the three report the same errors.
 """
 import copy
@@ -9,13 +9,13 @@ from django import forms
 
 from skills.models import Category
 
-from . import services
 from .models import Strategy
+from .run_config import DEFAULT_CONFIG, DEFAULT_CONSTRUCTION
 
 
 def build_config(overrides: dict) -> dict:
     """DEFAULT_CONFIG with `overrides` merged in section by section (None means "not given")."""
-    config = copy.deepcopy(services.DEFAULT_CONFIG)
+    config = copy.deepcopy(DEFAULT_CONFIG)
     _merge(config, overrides)
     return config
 
@@ -91,10 +91,8 @@ class StartRunForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        from tasks.services import DEFAULT_CONSTRUCTION
-
         self.fields["categories"].choices = category_choices()
-        defaults = services.DEFAULT_CONFIG
+        defaults = DEFAULT_CONFIG
         for section, name in (("skills", "max_skills"), ("limits", "max_pairs"), ("limits", "max_tokens")):
             self.fields[name].initial = (defaults.get(section) or {}).get(name)
         self.fields["model"].initial = (defaults.get("llm") or {}).get("model", "")

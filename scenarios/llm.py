@@ -1,7 +1,6 @@
 """The Django side of the LLM layer: calls are stored as LLMCall rows, responses cached in the database."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from django.conf import settings
@@ -47,28 +46,21 @@ class DbCache:
             pass
 
 
-def llm_settings_for(run: SynthesisRun) -> LLMSettings:
-    """Environment settings, overridden by what the run was started with."""
-    base = LLMSettings.from_env(os.environ)
-    overrides = {}
-    llm = run.config.get("llm") or {}
-    if llm.get("model"):
-        overrides["model"] = llm["model"]
-    if llm.get("provider"):
-        overrides["provider"] = llm["provider"]
-    if llm.get("cassette"):
-        overrides["cassette_path"] = str(llm["cassette"])
-    if llm.get("base_url"):
-        overrides["base_url"] = llm["base_url"]
-    if llm.get("record"):
-        overrides["record_path"] = str(llm["record"])
-    if llm.get("temperature") is not None:
-        overrides["temperature"] = llm["temperature"]
-    if not overrides:
-        return base
-    import dataclasses
+# A run's (or rollout batch's) "llm" section names two settings more briefly than LLMSettings does.
+CONFIG_NAMES = {"cassette": "cassette_path", "record": "record_path"}
 
-    return dataclasses.replace(base, **overrides)
+
+def llm_settings(given: dict | None = None) -> LLMSettings:
+    """settings.FACET_LLM with a run's or rollout batch's "llm" section laid over it; its empty
+    values fall back to the settings, and its "profiles" apply per stage (`stage_client`)."""
+    overrides = {CONFIG_NAMES.get(key, key): value for key, value in (given or {}).items()
+                 if key != "profiles" and value not in (None, "")}
+    return settings.FACET_LLM.overlaid(overrides, source="the run's llm settings")
+
+
+def llm_settings_for(run: SynthesisRun) -> LLMSettings:
+    """The settings a synthesis run's calls use."""
+    return llm_settings(run.config.get("llm"))
 
 
 def client_for(run: SynthesisRun) -> tuple[LLMClient, DbRecorder]:

@@ -46,7 +46,7 @@ class SynthesisRun(models.Model):
     status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.QUEUED)
     stage = models.CharField(max_length=20, choices=Stage.choices, default=Stage.HYPOTHESES)
     strategy = models.CharField(max_length=10, choices=Strategy.choices, default=Strategy.FORWARD)
-    # models, limits and budgets as given when the run was started; see services.DEFAULT_CONFIG
+    # models, limits and budgets as given when the run was started; see run_config.DEFAULT_CONFIG
     config = models.JSONField(default=dict)
     message = models.TextField(blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)

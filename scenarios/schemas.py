@@ -1,20 +1,24 @@
+"""Request and response schemas of the scenarios API (scenarios.api)."""
 from datetime import datetime
 
-from ninja import Schema
+from ninja import Field, Schema
 
 
 class RunIn(Schema):
     name: str
-    config: dict = {}  # merged over services.DEFAULT_CONFIG; see GET /api/runs/{id} for a full one
+    config: dict = {}  # merged over run_config.DEFAULT_CONFIG; see GET /api/runs/{id} for a full one
 
 
 class RunOut(Schema):
+    """A run as selectors.runs_with_usage() annotates it (total_tokens_in, total_tokens_out,
+    total_cost); a run without those annotations reads as no usage yet."""
+
     id: int
     name: str
     status: str
     stage: str
     strategy: str
-    created_by: str | None = None
+    created_by: str | None = Field(None, alias="created_by.username")
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -23,6 +27,18 @@ class RunOut(Schema):
     tokens_in: int
     tokens_out: int
     cost_usd: float
+
+    @staticmethod
+    def resolve_tokens_in(run) -> int:
+        return getattr(run, "total_tokens_in", None) or 0
+
+    @staticmethod
+    def resolve_tokens_out(run) -> int:
+        return getattr(run, "total_tokens_out", None) or 0
+
+    @staticmethod
+    def resolve_cost_usd(run) -> float:
+        return round(getattr(run, "total_cost", None) or 0.0, 6)
 
 
 class StageProgressOut(Schema):
@@ -60,10 +76,37 @@ class ProgressOut(Schema):
 
 
 class RunDetailOut(RunOut):
+    """A run with `live_progress` (services.run_progress) set by the route: usage comes from it."""
+
     config: dict
     pairs: int
     scenarios: int
     progress: ProgressOut
+
+    @staticmethod
+    def resolve_tokens_in(run) -> int:
+        return run.live_progress["tokens_in"]
+
+    @staticmethod
+    def resolve_tokens_out(run) -> int:
+        return run.live_progress["tokens_out"]
+
+    @staticmethod
+    def resolve_cost_usd(run) -> float:
+        return run.live_progress["cost_usd"]
+
+    @staticmethod
+    def resolve_pairs(run) -> int:
+        return run.pairs.count()
+
+    @staticmethod
+    def resolve_scenarios(run) -> int:
+        return run.scenarios.count()
+
+    @staticmethod
+    def resolve_progress(run) -> dict:
+        p = run.live_progress
+        return {**p, "calls_by_stage": [{"stage": stage, **usage} for stage, usage in sorted(p["calls_by_stage"].items())]}
 
 
 class SkillRef(Schema):
@@ -88,9 +131,22 @@ class JudgementDetailOut(JudgementOut):
     prompt_version: str
 
 
+def _judgement(pair, *, detail: bool) -> dict | None:
+    from .selectors import judge_average
+
+    try:
+        j = pair.judgement
+    except pair.__class__.judgement.RelatedObjectDoesNotExist:
+        return None
+    out = {**j.scores, "average": judge_average(j), "verdict": j.verdict}
+    if detail:
+        out.update({"rationales": j.rationales, "summary": j.summary, "prompt_version": j.prompt_version})
+    return out
+
+
 class PairOut(Schema):
     id: int
-    run: int
+    run: int = Field(alias="run_id")
     skills: list[SkillRef]
     scenario_text: str
     score: float | None = None
@@ -101,10 +157,26 @@ class PairOut(Schema):
     judgement: JudgementOut | None = None
     scenario: int | None = None
 
+    @staticmethod
+    def resolve_skills(pair) -> list[dict]:
+        return [{"id": ps.skill.id, "key": ps.skill.key, "name": ps.skill.name,
+                 "category": ps.skill.category.slug if ps.skill.category else None} for ps in pair.pair_skills.all()]
+
+    @staticmethod
+    def resolve_judgement(pair) -> dict | None:
+        return _judgement(pair, detail=False)
+
+    @staticmethod
+    def resolve_scenario(pair) -> int | None:
+        try:
+            return pair.scenario.pk
+        except pair.__class__.scenario.RelatedObjectDoesNotExist:
+            return None
+
 
 class HypothesisOut(Schema):
     id: int
-    skill: int
+    skill: int = Field(alias="skill_id")
     position: int
     application_context: str
     user_goal: str
@@ -120,11 +192,27 @@ class PairDetailOut(PairOut):
     hypotheses: list[HypothesisOut]
     error: str
 
+    @staticmethod
+    def resolve_judgement(pair) -> dict | None:
+        return _judgement(pair, detail=True)
+
+    @staticmethod
+    def resolve_evidence(pair) -> list:
+        return pair.evidence or []
+
+    @staticmethod
+    def resolve_skill_summaries(pair) -> list:
+        return pair.skill_summaries or []
+
+    @staticmethod
+    def resolve_hypotheses(pair):
+        return pair.hypotheses.order_by("skill_id", "position")
+
 
 class ScenarioOut(Schema):
     id: int
-    run: int
-    pair: int
+    run: int = Field(alias="run_id")
+    pair: int = Field(alias="pair_id")
     title: str
     status: str
     consistency: str
@@ -158,6 +246,12 @@ class ScenarioDetailOut(ScenarioOut):
     prompt_versions: dict
     error: str
     llm_calls: list[LLMCallRef]
+
+    @staticmethod
+    def resolve_llm_calls(scenario):
+        from .selectors import calls_behind
+
+        return list(calls_behind(pair=scenario.pair, scenario=scenario))
 
 
 class ImportErrorOut(Schema):

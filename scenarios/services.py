@@ -1,4 +1,6 @@
-"""Workflows of the scenario–skill repository: runs, the four stages, and JSONL interoperability.
+"""Workflows of the scenario–skill repository: starting and cancelling runs, the four stages and
+the orchestration that hands their work to the workers (a run's config: run_config.py; the pair
+JSONL: pairs_jsonl.py).
 
 Every stage's work item is claimed with a conditional UPDATE, processed by one service call and
 recorded; `advance_run` reads the database to decide what comes next, so a redelivered or
@@ -8,17 +10,17 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Callable, Iterable, Iterator
+from typing import Callable
 
 import numpy as np
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from facet_site.lib.llm import InvalidOutput, PermanentLLMError, TransientLLMError
-from skills.models import Category, Skill, SkillStatus
+from skills.models import Skill
 
 from . import llm, outputs
 from .models import (
@@ -36,92 +38,14 @@ from .models import (
     Scenario,
     ScenarioHypothesis,
     Stage,
-    Strategy,
     SynthesisRun,
     WorkStatus,
 )
+from .run_config import RunConfigError, auto_construction, validate_config
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONFIG = {
-    "strategy": Strategy.FORWARD.value,
-    "skills": {"categories": [], "source": "", "max_skills": 1000},
-    "limits": {
-        "max_pairs": 500,
-        "max_tokens": 0,  # 0: no token budget
-        "hypotheses_per_skill": 3,
-        "k": 10,
-        "min_similarity": 0.45,
-        "max_group_size": 3,
-        "judge_min_score": 3,
-        "stale_after_minutes": 30,
-    },
-    # empty values fall back to the FACET_LLM_* environment settings
-    # profiles: {"judge": {"model": "...", "temperature": 0}} overrides settings for one stage
-    "llm": {"model": "", "provider": "", "cassette": "", "base_url": "", "record": "", "profiles": {}},
-    # task construction (stage 3) settings, read by tasks.services.construction_config
-    "construction": {},
-}
-
-
-class RunConfigError(ValueError):
-    pass
-
-
-# --- configuration and start ------------------------------------------------------------------
-
-
-def _merge(base: dict, given: dict, path: str = "") -> dict:
-    out = dict(base)
-    for key, value in (given or {}).items():
-        where = f"{path}{key}"
-        if key not in base:
-            raise RunConfigError(f"{where}: unknown setting")
-        if isinstance(base[key], dict):
-            if not isinstance(value, dict):
-                raise RunConfigError(f"{where}: expected an object")
-            # an empty default (llm.profiles) is a free-form map; others only take known keys
-            out[key] = _merge(base[key], value, where + ".") if base[key] else dict(value)
-        else:
-            out[key] = value
-    return out
-
-
-def validate_config(config: dict | None) -> dict:
-    cfg = _merge(DEFAULT_CONFIG, config or {})
-    if cfg["strategy"] not in Strategy.values:
-        raise RunConfigError(f"strategy: expected one of {', '.join(Strategy.values)}, got {cfg['strategy']!r}")
-    limits = cfg["limits"]
-    for name in ("max_pairs", "hypotheses_per_skill", "k", "stale_after_minutes"):
-        if not isinstance(limits[name], int) or isinstance(limits[name], bool) or limits[name] < 1:
-            raise RunConfigError(f"limits.{name}: must be a positive integer")
-    if not isinstance(limits["max_tokens"], int) or limits["max_tokens"] < 0:
-        raise RunConfigError("limits.max_tokens: must be 0 (no budget) or a positive integer")
-    if limits["max_group_size"] not in (2, 3):
-        raise RunConfigError("limits.max_group_size: must be 2 or 3")
-    if not isinstance(limits["min_similarity"], (int, float)) or not -1 <= limits["min_similarity"] <= 1:
-        raise RunConfigError("limits.min_similarity: must be a number between -1 and 1")
-    if not isinstance(limits["judge_min_score"], int) or not 1 <= limits["judge_min_score"] <= 5:
-        raise RunConfigError("limits.judge_min_score: must be an integer from 1 to 5")
-    skills = cfg["skills"]
-    if not isinstance(skills["max_skills"], int) or skills["max_skills"] < 2:
-        raise RunConfigError("skills.max_skills: must be an integer of at least 2")
-    if not isinstance(skills["categories"], list):
-        raise RunConfigError("skills.categories: expected a list of category slugs")
-    unknown = set(skills["categories"]) - set(Category.objects.filter(slug__in=skills["categories"]).values_list("slug", flat=True))
-    if unknown:
-        raise RunConfigError(f"skills.categories: no category with slug {', '.join(sorted(unknown))}")
-    if not isinstance(cfg["llm"]["profiles"], dict):
-        raise RunConfigError("llm.profiles: expected an object of stage name → settings")
-    if cfg["llm"]["provider"] not in ("", "openai", "replay"):
-        raise RunConfigError("llm.provider: expected openai or replay")
-    from tasks.services import ConstructionConfigError, check_construction_config  # tasks builds on scenarios
-
-    try:
-        check_construction_config(cfg["construction"])
-    except ConstructionConfigError as exc:
-        raise RunConfigError(str(exc)) from None
-    return cfg
+# --- start -------------------------------------------------------------------------------------
 
 
 def select_skills(cfg: dict):
@@ -145,9 +69,9 @@ def start_run(*, name: str, user=None, config: dict | None = None, enqueue: bool
         run = SynthesisRun.objects.create(name=name.strip()[:200], created_by=user, config=cfg, strategy=cfg["strategy"])
         RunSkill.objects.bulk_create([RunSkill(run=run, skill_id=i) for i in skill_ids], batch_size=2000)
         if enqueue:
-            from . import jobs
+            from . import jobs  # at call time: jobs imports this module
 
-            transaction.on_commit(lambda: jobs.advance_run.delay(run.pk))
+            jobs.advance_run.delay_on_commit(run.pk)
     return run
 
 
@@ -451,9 +375,37 @@ def _next_stage(run: SynthesisRun, current: str):
     run.refresh_from_db()
 
 
-def advance_run(run_id: int, *, dispatch: Callable[[str, int], None]) -> SynthesisRun:
-    """Look at the run's records and hand out the next work. `dispatch(kind, id)` queues one job
-    (Celery in production, a direct call when running inline). Safe to call any number of times."""
+def advance_run(run_id: int) -> SynthesisRun:
+    """Look at the run's records and queue the next work for the workers. Safe to call any number of
+    times. A run that has succeeded goes on into task construction unless its config says
+    "construction": {"auto": false}: the next job is named by settings.FACET_CONSTRUCTION_JOB, so this
+    app knows nothing of how tasks are built, and that job is idempotent, so a repeat does no harm."""
+    run = _advance(run_id, inline=False)
+    if run.status == RunStatus.SUCCEEDED and auto_construction(run):
+        from facet_site.celery import app
+
+        # By name, so this app needs nothing of task construction. A signature is sent as app.send_task
+        # sends, but runs in-process when jobs are eager (FACET_JOBS_EAGER), where send_task only queues.
+        transaction.on_commit(lambda: app.signature(settings.FACET_CONSTRUCTION_JOB, args=[run_id]).delay())
+    return run
+
+
+def _hand_out(kind: str, item_id: int, *, inline: bool) -> None:
+    """One piece of work: a job for the workers, or a direct call when the run executes in this process."""
+    if not inline:
+        from . import jobs  # at call time: jobs imports this module
+
+        jobs.job_for(kind).delay_on_commit(item_id)
+        return
+    handlers = {Stage.HYPOTHESES: extract_hypotheses, Stage.JUDGE: judge_pair,
+                Stage.RECONSTRUCTION: reconstruct_scenario, "retrieve": retrieve}
+    try:
+        handlers[kind](item_id)
+    except TransientLLMError as exc:
+        log.warning("transient LLM error on %s %s: %s", kind, item_id, exc)
+
+
+def _advance(run_id: int, *, inline: bool) -> SynthesisRun:
     run = SynthesisRun.objects.get(pk=run_id)
     if run.is_finished:
         return run
@@ -479,7 +431,7 @@ def advance_run(run_id: int, *, dispatch: Callable[[str, int], None]) -> Synthes
             stale = timezone.now() - timedelta(minutes=run.limit("stale_after_minutes", 30))
             SynthesisRun.objects.filter(pk=run.pk, stage=Stage.RETRIEVAL, retrieval_claimed_at__lt=stale).update(
                 retrieval_claimed_at=None)  # its worker died: let another take it
-            dispatch("retrieve", run.pk)
+            _hand_out("retrieve", run.pk, inline=inline)
             run.refresh_from_db()
             if run.stage == Stage.RETRIEVAL:  # the retrieval job runs elsewhere; it advances the run itself
                 return run
@@ -494,7 +446,7 @@ def advance_run(run_id: int, *, dispatch: Callable[[str, int], None]) -> Synthes
             ])
         _requeue_stale(run, model)
         for item_id in _mark_queued(run, model):
-            dispatch(stage, item_id)
+            _hand_out(stage, item_id, inline=inline)
         run.refresh_from_db()
         if run.is_finished:
             return run
@@ -506,17 +458,8 @@ def advance_run(run_id: int, *, dispatch: Callable[[str, int], None]) -> Synthes
 
 def execute_run_inline(run_id: int) -> SynthesisRun:
     """Run every stage in this process (the CLI's --wait, tests and the demo without workers)."""
-    handlers = {Stage.HYPOTHESES: extract_hypotheses, Stage.JUDGE: judge_pair,
-                Stage.RECONSTRUCTION: reconstruct_scenario, "retrieve": retrieve}
-
-    def dispatch(kind: str, item_id: int):
-        try:
-            handlers[kind](item_id)
-        except TransientLLMError as exc:
-            log.warning("transient LLM error on %s %s: %s", kind, item_id, exc)
-
     for _ in range(10_000):
-        run = advance_run(run_id, dispatch=dispatch)
+        run = _advance(run_id, inline=True)
         if run.is_finished:
             return run
         stuck = all(
@@ -527,7 +470,7 @@ def execute_run_inline(run_id: int) -> SynthesisRun:
             # transient failures left items queued: try them once more, then give up on them
             model = STAGE_ITEMS[run.stage]
             for item_id in model.objects.filter(run=run, status=WorkStatus.QUEUED).values_list("id", flat=True):
-                dispatch(run.stage, item_id)
+                _hand_out(run.stage, item_id, inline=True)
             model.objects.filter(run=run, status=WorkStatus.QUEUED).update(
                 status=WorkStatus.FAILED, error="gave up after a transient error", finished_at=timezone.now())
     return SynthesisRun.objects.get(pk=run_id)
@@ -579,98 +522,3 @@ def run_progress(run: SynthesisRun) -> dict:
         "accepted_pairs": CandidatePair.objects.filter(run=run, verdict=PairVerdict.ACCEPTED).count(),
         "consistent_scenarios": Scenario.objects.filter(run=run, consistency=Consistency.CONSISTENT).count(),
     }
-
-
-# --- interoperability: the reference implementation's skill-pair JSONL -------------------------
-
-
-@dataclass
-class ImportResult:
-    created: int = 0
-    skipped: int = 0
-    errors: list[tuple[int, str]] = field(default_factory=list)
-
-
-def _skill_for_reference(ref: str, summary: str) -> Skill:
-    """Find a skill by key, owner/slug or name; unknown skills enter the corpus as imported records."""
-    ref = str(ref)
-    found = (Skill.objects.current().filter(key=ref).first()
-             or Skill.objects.current().filter(key=f"clawhub:{ref}").first()
-             or Skill.objects.current().filter(slug=ref).order_by("id").first()
-             or Skill.objects.current().filter(name=ref).order_by("id").first())
-    if found:
-        return found
-    import hashlib
-
-    return Skill.objects.create(
-        key=f"imported-pairs:{ref}"[:400], source="imported-pairs", source_kind="imported", name=ref[:200], slug=ref[:200],
-        description=summary or "", content_hash=hashlib.sha256(f"{ref}\n{summary}".encode()).hexdigest(),
-        status=SkillStatus.ACCEPTED, search_document=f"{ref}\n{summary}",
-    )
-
-
-def import_pairs_jsonl(*, run: SynthesisRun, stream: Iterable) -> ImportResult:
-    """Pairs made elsewhere enter the run at stage 3 (the judge). One bad line never stops the rest."""
-    result = ImportResult()
-    for number, raw in enumerate(stream, start=1):
-        line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            result.errors.append((number, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"))
-            continue
-        if not isinstance(data, dict):
-            result.errors.append((number, f"line {number}: expected a JSON object"))
-            continue
-        skill_ids = data.get("skill_ids")
-        if not isinstance(skill_ids, list) or not 2 <= len(skill_ids) <= 3:
-            result.errors.append((number, f"line {number}: skill_ids must list two or three skills"))
-            continue
-        summaries = data.get("skill_summaries") or []
-        texts = data.get("scenario_texts") or []
-        if not isinstance(summaries, list) or not isinstance(texts, list):
-            result.errors.append((number, f"line {number}: skill_summaries and scenario_texts must be lists"))
-            continue
-        status = ((data.get("quality") or {}).get("overall_status") or "").upper()
-        if status and status != "ACCEPTED":
-            result.skipped += 1
-            continue
-        with transaction.atomic():
-            skills = [_skill_for_reference(ref, summaries[i] if i < len(summaries) else "") for i, ref in enumerate(skill_ids)]
-            if len({s.id for s in skills}) != len(skills):
-                result.errors.append((number, f"line {number}: skill_ids name the same skill twice"))
-                continue
-            skill_set = ",".join(str(i) for i in sorted(s.id for s in skills))
-            if CandidatePair.objects.filter(run=run, skill_set=skill_set).exists():
-                result.skipped += 1
-                continue
-            pair = CandidatePair.objects.create(
-                run=run, skill_set=skill_set, scenario_text="\n".join(str(t) for t in texts),
-                source=PairSource.IMPORTED, external_id=str(data.get("pair_id") or "")[:200],
-                skill_summaries=[str(s) for s in summaries],
-            )
-            PairSkill.objects.bulk_create([PairSkill(pair=pair, skill=s, position=i) for i, s in enumerate(skills)])
-            result.created += 1
-    if result.created and run.stage == Stage.HYPOTHESES and not RunSkill.objects.filter(run=run).exists():
-        SynthesisRun.objects.filter(pk=run.pk).update(stage=Stage.JUDGE)
-    return result
-
-
-def export_pairs_jsonl(*, run: SynthesisRun | None = None, verdict: str | None = PairVerdict.ACCEPTED) -> Iterator[str]:
-    qs = CandidatePair.objects.all().order_by("id").prefetch_related("pair_skills__skill")
-    if run is not None:
-        qs = qs.filter(run=run)
-    if verdict:
-        qs = qs.filter(verdict=verdict)
-    for pair in qs.iterator(chunk_size=500):
-        skills = [ps.skill for ps in pair.pair_skills.all()]
-        yield json.dumps({
-            "pair_id": pair.external_id or f"facet-run{pair.run_id}-pair{pair.id}",
-            "skill_ids": [s.key for s in skills],
-            "skill_summaries": [f"{s.name}: {s.description}" for s in skills],
-            "scenario_texts": [t for t in pair.scenario_text.splitlines() if t.strip()] or [pair.scenario_text],
-            "quality": {"overall_status": "ACCEPTED" if pair.verdict == PairVerdict.ACCEPTED else
-                        ("REJECTED" if pair.verdict == PairVerdict.REJECTED else "PENDING")},
-        }, ensure_ascii=False)

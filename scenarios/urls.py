@@ -1,3 +1,4 @@
+"""The scenario pages' URLs: runs, the repository, a pair, a scenario, and the pair JSONL import and export."""
 from django.urls import path
 
 from . import views

@@ -1,3 +1,5 @@
+"""The scenario pages: runs (start, progress, cancel), the repository of pairs and scenarios, a pair's
+page with its judgement and LLM calls, and the pair JSONL import and export."""
 import json
 import re
 from urllib.parse import urlencode
@@ -12,7 +14,7 @@ from django.views.decorators.http import require_POST
 from facet_site.lib.render import render_markdown
 from facet_site.roles import can_review, require
 
-from . import selectors, services
+from . import pairs_jsonl, selectors, services
 from .forms import StartRunForm, category_choices
 from .models import (
     RECONSTRUCTION_MODULES,
@@ -22,6 +24,7 @@ from .models import (
     Stage,
     SynthesisRun,
 )
+from .run_config import RunConfigError
 
 RUNS_PAGE_SIZE = 25
 PAIRS_PAGE_SIZE = 50
@@ -61,7 +64,7 @@ def run_list(request):
         if form.is_valid():
             try:
                 run = services.start_run(name=form.cleaned_data["name"], user=request.user, config=form.config())
-            except services.RunConfigError as exc:
+            except RunConfigError as exc:
                 form.add_config_error(exc)
             else:
                 messages.success(request, f"Run #{run.pk} “{run.name}” is queued.")
@@ -239,7 +242,7 @@ def import_pairs(request):
             messages.error(request, "file: choose a .jsonl file of pairs to upload.")
         else:
             # lines arrive as bytes; the service decodes each one, so one bad byte fails one line only
-            result = services.import_pairs_jsonl(run=run, stream=uploaded)
+            result = pairs_jsonl.import_pairs_jsonl(run=run, stream=uploaded)
             messages.success(request, f"Imported {result.created} pair{'s' if result.created != 1 else ''} into run #{run.pk}; "
                                       f"{result.skipped} skipped, {len(result.errors)} line{'s' if len(result.errors) != 1 else ''} with errors.")
     return render(request, "scenarios/import.html", {
@@ -263,7 +266,7 @@ def export_pairs(request):
     if run and not run.isdigit():
         return HttpResponseBadRequest("run: expected a run id", content_type="text/plain")
     run_obj = get_object_or_404(SynthesisRun, pk=run) if run else None
-    return jsonl_response(services.export_pairs_jsonl(run=run_obj, verdict=None if verdict == "all" else verdict),
+    return jsonl_response(pairs_jsonl.export_pairs_jsonl(run=run_obj, verdict=None if verdict == "all" else verdict),
                           filename=export_filename(run_obj, verdict))
 
 

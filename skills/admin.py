@@ -1,3 +1,4 @@
+"""The Django admin of the skill corpus: skills, their files, verdicts, categories and ingest batches."""
 from django.contrib import admin
 
 from .models import Category, IngestBatch, IngestProblem, Skill, SkillFile, Verdict

@@ -1,3 +1,4 @@
+"""The skills app: the ingested, filtered and classified skill corpus."""
 from django.apps import AppConfig
 
 

@@ -186,7 +186,7 @@ class Verdict(models.Model):
         return f"{self.get_kind_display()}: {self.reason[:60]}"
 
 
-class BatchStatus(models.TextChoices):
+class IngestBatchStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Finished"
@@ -199,7 +199,7 @@ class IngestBatch(models.Model):
     source_label = models.CharField(max_length=200)
     source_path = models.CharField(max_length=1000)
     origin = models.CharField(max_length=10, default="cli")  # cli | upload | api
-    status = models.CharField(max_length=10, choices=BatchStatus.choices, default=BatchStatus.QUEUED)
+    status = models.CharField(max_length=10, choices=IngestBatchStatus.choices, default=IngestBatchStatus.QUEUED)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -218,7 +218,7 @@ class IngestBatch(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in {BatchStatus.SUCCEEDED, BatchStatus.FAILED}
+        return self.status in {IngestBatchStatus.SUCCEEDED, IngestBatchStatus.FAILED}
 
     @property
     def percent(self) -> int:

@@ -1,6 +1,8 @@
+"""Request and response schemas of the skills API (skills.api); they read the ORM objects the
+routes return."""
 from datetime import datetime
 
-from ninja import Schema
+from ninja import Field, Schema
 
 
 class CategoryRef(Schema):
@@ -13,7 +15,7 @@ class VerdictOut(Schema):
     kind: str
     reason: str
     evidence: dict
-    duplicate_of: int | None = None
+    duplicate_of: int | None = Field(None, alias="duplicate_of_id")
 
 
 class SkillOut(Schema):
@@ -34,6 +36,10 @@ class SkillOut(Schema):
     ingested_at: datetime
     verdicts: list[str]
 
+    @staticmethod
+    def resolve_verdicts(skill) -> list[str]:
+        return sorted({v.kind for v in skill.verdicts.all()})
+
 
 class SkillFileOut(Schema):
     path: str
@@ -41,6 +47,10 @@ class SkillFileOut(Schema):
     sha256: str
     is_binary: bool
     has_text: bool
+
+    @staticmethod
+    def resolve_has_text(file) -> bool:
+        return file.text is not None
 
 
 class NeighbourOut(Schema):
@@ -69,19 +79,43 @@ class SkillDetailOut(SkillOut):
     neighbours: list[NeighbourOut]
     versions: list[int]
 
+    @staticmethod
+    def resolve_verdict_details(skill):
+        return skill.verdicts.all()
+
+    @staticmethod
+    def resolve_neighbours(skill) -> list[dict]:
+        from .services import nearest_skills
+
+        return [{"id": n.id, "name": n.name, "cosine": round(c, 4)} for n, c in nearest_skills(skill)]
+
+    @staticmethod
+    def resolve_versions(skill) -> list[int]:
+        return list(type(skill).objects.filter(key=skill.key).order_by("version_number").values_list("id", flat=True))
+
 
 class CategoryOut(Schema):
+    """A category with the live counts skills.api sets on it (n_skills, share, share_in_parent)."""
+
     id: int
     slug: str
     name: str
     description: str
-    parent: str | None
-    skills: int
+    parent: str | None = Field(None, alias="parent.slug")
+    skills: int = Field(alias="n_skills")
     global_share: float
     within_parent: float | None
     paper_count: int | None
     paper_global_share: float | None
     in_digest: bool
+
+    @staticmethod
+    def resolve_global_share(category) -> float:
+        return round(category.share, 6)
+
+    @staticmethod
+    def resolve_within_parent(category) -> float | None:
+        return None if category.share_in_parent is None else round(category.share_in_parent, 6)
 
 
 class CategoryOverrideIn(Schema):
@@ -107,3 +141,7 @@ class IngestBatchOut(Schema):
     created_at: datetime
     finished_at: datetime | None
     problems: list[ProblemOut]
+
+    @staticmethod
+    def resolve_problems(batch):
+        return batch.problems.order_by("severity", "path", "id")[:1000]

@@ -22,14 +22,14 @@ from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
 from facet_site.lib import archives, skill_filters
-from facet_site.lib.embedding import Embedder
+from facet_site.lib.embedding import Embedder, get_embedder
 from facet_site.lib.skillformat import ParsedSkill, SourceProblem, discover
 
 from .models import (
-    BatchStatus,
     Category,
     CategorySource,
     IngestBatch,
+    IngestBatchStatus,
     IngestProblem,
     ProblemSeverity,
     Skill,
@@ -74,8 +74,8 @@ def create_batch(*, path: Path, origin: str = "cli", user=None, label: str | Non
 def claim_batch(batch_id: int) -> bool:
     """Take a queued batch for this worker; False when another worker already has it (or it is done)."""
     return bool(
-        IngestBatch.objects.filter(pk=batch_id, status=BatchStatus.QUEUED).update(
-            status=BatchStatus.RUNNING, started_at=timezone.now()
+        IngestBatch.objects.filter(pk=batch_id, status=IngestBatchStatus.QUEUED).update(
+            status=IngestBatchStatus.RUNNING, started_at=timezone.now()
         )
     )
 
@@ -95,15 +95,9 @@ def embedding_text(*, name: str, description: str) -> str:
     return f"{name}: {description}".strip()
 
 
-_embedders: dict[tuple[str, str], Embedder] = {}
-
-
 def embedder() -> Embedder:
-    """One embedder per process and backend; its exported ONNX files live in FACET_MODELS_DIR."""
-    key = (settings.FACET_EMBEDDING_BACKEND, str(settings.FACET_MODELS_DIR))
-    if key not in _embedders:
-        _embedders[key] = Embedder(backend=settings.FACET_EMBEDDING_BACKEND, cache_dir=settings.FACET_MODELS_DIR)
-    return _embedders[key]
+    """The process's embedder for the configured backend (facet_site.lib.embedding keeps the one cache)."""
+    return get_embedder(backend=settings.FACET_EMBEDDING_BACKEND, models_dir=settings.FACET_MODELS_DIR)
 
 
 def embed(texts: list[str]) -> np.ndarray:
@@ -431,15 +425,15 @@ def execute_batch(batch_id: int, *, progress=None) -> IngestBatch | None:
     try:
         summary = run_ingest(batch, progress=progress)
     except IngestError as exc:
-        IngestBatch.objects.filter(pk=batch_id).update(status=BatchStatus.FAILED, message=str(exc), finished_at=timezone.now())
+        IngestBatch.objects.filter(pk=batch_id).update(status=IngestBatchStatus.FAILED, message=str(exc), finished_at=timezone.now())
     except Exception as exc:  # recorded on the batch so the page shows it; the worker goes on
         log.exception("ingest batch %s failed", batch_id)
         IngestBatch.objects.filter(pk=batch_id).update(
-            status=BatchStatus.FAILED, message=f"Unexpected error: {exc.__class__.__name__}: {exc}", finished_at=timezone.now()
+            status=IngestBatchStatus.FAILED, message=f"Unexpected error: {exc.__class__.__name__}: {exc}", finished_at=timezone.now()
         )
     else:
         IngestBatch.objects.filter(pk=batch_id).update(
-            status=BatchStatus.SUCCEEDED, summary=summary.as_dict(), finished_at=timezone.now(),
+            status=IngestBatchStatus.SUCCEEDED, summary=summary.as_dict(), finished_at=timezone.now(),
             message=f"{summary.ingested} new, {summary.updated} updated, {summary.unchanged} unchanged, "
                     f"{summary.accepted} accepted, {len(summary.errors)} errors, {summary.warnings} warnings",
         )
@@ -582,7 +576,7 @@ ALLOWED_UPLOADS = (".zip", ".tar.gz", ".tgz", ".tar")
 
 def save_upload(*, uploaded, user, origin: str = "upload") -> IngestBatch:
     """Store an uploaded archive in the ingest area and queue its batch for a worker."""
-    from . import jobs
+    from . import jobs  # at call time: jobs imports this module
 
     name = Path(uploaded.name or "").name
     if not name.lower().endswith(ALLOWED_UPLOADS):
@@ -599,5 +593,5 @@ def save_upload(*, uploaded, user, origin: str = "upload") -> IngestBatch:
             out.write(piece)
     with transaction.atomic():
         batch = create_batch(path=target, origin=origin, user=user)
-        transaction.on_commit(lambda: jobs.ingest_batch.delay(batch.pk))
+        jobs.ingest_batch.delay_on_commit(batch.pk)
     return batch

@@ -1,3 +1,4 @@
+"""The skill corpus' URLs: skills, their files and category overrides, the taxonomy, uploads and ingest batches."""
 from django.urls import path
 
 from . import views

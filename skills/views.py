@@ -1,3 +1,5 @@
+"""The skill corpus's HTML pages: the skill list and page, files, category overrides, the taxonomy,
+uploads and an ingest batch's polling page."""
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count

@@ -1,3 +1,4 @@
+"""Django admin for the tasks app: read-only views of construction, validation, review and rollout records."""
 from django.contrib import admin
 
 from .models import (

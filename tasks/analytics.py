@@ -8,65 +8,52 @@ Turn, Validation). Python only finishes what SQL cannot do portably: the pass@k 
 applied to per-task (n, c) pairs that one grouped query returns, and Wilson intervals to
 per-group counts.
 
-Selection: `AnalyticsFilter` = the shared task filter (tasks.filters.TaskFilter: run, strategy,
-category, tag, family, status, ...) for the task side, plus the rollout side: batch, model,
-agent, source (builtin | harbor) and version (all | current). Only finished trajectories
-(status done) count; errors (infrastructure, cancellation) never enter a rate. "Passed" is strict:
-reward 1 (Trajectory.passed), as in the paper's strict task-level pass rate.
+The selection is tasks.analytics_selection.AnalyticsFilter. "Passed" is strict: reward 1
+(Trajectory.passed), as in the paper's strict task-level pass rate.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import math
-import os
-from dataclasses import dataclass, field
-from urllib.parse import urlencode
 
 from django.conf import settings
-from django.core.cache import cache
-
 from django.db import connection
 from django.db.models import (
     Case,
     Count,
-    ExpressionWrapper,
-    FloatField,
-    Min,
-    When,
     Exists,
+    ExpressionWrapper,
     F,
+    FloatField,
     IntegerField,
     Max,
+    Min,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
     Sum,
     Value,
+    When,
 )
 from django.db.models.functions import Cast, Coalesce
-from django.http import QueryDict
-from django.urls import reverse
 
+from facet_site import stamps
 from facet_site.lib.stats import pass_at_k, wilson_interval
 from scenarios.models import Strategy
 
-from .filters import TaskFilter
+from .analytics_selection import AnalyticsFilter
 from .models import (
     LabelKind,
     RolloutBatch,
     TaskLabel,
     TaskStatus,
     TestResult,
-    Trajectory,
-    TrajectoryStatus,
     Validation,
     ValidationStatus,
 )
 
-ROLLOUT_PARAMS = ("batch", "model", "agent", "source", "version")
 FAILED_OUTCOMES = ("failed", "error")
 PAPER_TABLE1 = [  # the paper's Table 1, shown beside ours
     {"dataset": "Nemotron-Terminal", "trajectories": "5K", "turns": 6.12, "tasks": "15K", "tests": 6.18, "p1": 40.67, "p3": 48.00},
@@ -79,197 +66,26 @@ PAPER_TABLE1 = [  # the paper's Table 1, shown beside ours
 PAPER_TABLE7 = {"forward": (99, 46, 83), "reverse": (91, 22, 63), "joint": (96, 36, 65)}
 
 
-# --- the selection ------------------------------------------------------------------------------
-
-
-@dataclass
-class AnalyticsFilter:
-    tasks: TaskFilter = field(default_factory=TaskFilter)
-    batch: list[int] = field(default_factory=list)
-    model: list[str] = field(default_factory=list)
-    agent: list[str] = field(default_factory=list)
-    source: str = ""
-    version: str = "all"
-    errors: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_query(cls, query: QueryDict | dict | str | None) -> "AnalyticsFilter":
-        tf = TaskFilter.from_query(query)
-        if isinstance(query, str):
-            query = QueryDict(query.lstrip("?"))
-        elif query is None:
-            query = QueryDict("")
-        elif isinstance(query, dict):
-            qd = QueryDict("", mutable=True)
-            for k, v in query.items():
-                qd.setlist(k, v if isinstance(v, list) else [v])
-            query = qd
-        f = cls(tasks=tf, errors=list(tf.errors))
-
-        def values(name):
-            out = []
-            for raw in query.getlist(name):
-                out.extend(p.strip() for p in str(raw).split(",") if p.strip())
-            return out
-
-        for v in values("batch"):
-            if v.isdigit():
-                f.batch.append(int(v))
-            else:
-                f.errors.append(f"batch: {v!r} is not a number")
-        f.model = [v[:200] for v in values("model")]
-        f.agent = [v[:100] for v in values("agent")]
-        source = query.get("source", "")
-        if source in ("builtin", "harbor"):
-            f.source = source
-        elif source:
-            f.errors.append(f"source: must be builtin or harbor, not {source!r}")
-        version = query.get("version", "") or "all"
-        if version in ("all", "current"):
-            f.version = version
-        else:
-            f.errors.append(f"version: must be all or current, not {version!r}")
-        return f
-
-    # --- querysets
-
-    def task_queryset(self) -> QuerySet:
-        return self.tasks.queryset().order_by()
-
-    def conditions(self, prefix: str = "", *, task: str = "task") -> Q:
-        """The rollout side as a Q over Trajectory fields reached through `prefix` (e.g.
-        "task__trajectories__" from TaskLabel), so a query joins trajectories once instead of
-        testing them against a subquery of themselves. `task` is the path to their task."""
-        q = Q(**{f"{prefix}status": TrajectoryStatus.DONE})
-        if not self.tasks.is_empty:
-            q &= Q(**{f"{task}__in": Subquery(self.task_queryset().values("pk"))})
-        if self.batch:
-            q &= Q(**{f"{prefix}batch_id__in": self.batch})
-        if self.model:
-            q &= Q(**{f"{prefix}model__in": self.model})
-        if self.agent:
-            q &= Q(**{f"{prefix}agent__in": self.agent})
-        if self.source:
-            q &= Q(**{f"{prefix}batch__source": self.source})
-        if self.version == "current":
-            q &= Q(**{f"{prefix}version_id": F(f"{task}__current_version_id")})
-        return q
-
-    def trajectories(self) -> QuerySet:
-        """Finished trajectories in the selection."""
-        return Trajectory.objects.filter(self.conditions()).order_by()
-
-    # --- back to URLs
-
-    def params(self) -> list[tuple[str, str]]:
-        out = self.tasks.params(with_view=False)
-        if self.batch:
-            out.append(("batch", ",".join(map(str, self.batch))))
-        out += [("model", m) for m in self.model] + [("agent", a) for a in self.agent]
-        if self.source:
-            out.append(("source", self.source))
-        if self.version != "all":
-            out.append(("version", self.version))
-        return out
-
-    def query_string(self, **extra) -> str:
-        pairs = [(k, v) for k, v in self.params() if k not in extra]
-        pairs += [(k, str(v)) for k, v in extra.items() if v not in (None, "")]
-        return urlencode(pairs)
-
-    @property
-    def rollout_side(self) -> bool:
-        return bool(self.batch or self.model or self.agent or self.source or self.version != "all")
-
-    def task_list_url(self, **override) -> str:
-        """The task list for a chart element: this selection's task filter with `override`
-        (e.g. tag=["csv"]) replacing those fields."""
-        tf = dataclasses.replace(self.tasks, errors=[], **override)
-        query = tf.query_string(with_view=False)
-        return reverse("tasks:list") + (f"?{query}" if query else "")
-
-    def trajectory_list_url(self, **extra) -> str:
-        query = self.query_string(**extra)
-        return reverse("tasks:trajectories") + (f"?{query}" if query else "")
-
-    def describe(self) -> str:
-        parts = [f"{k}={v}" for k, v in self.params()]
-        return ", ".join(parts) if parts else "everything"
-
-
 # --- results cache ------------------------------------------------------------------------------
 
 
-def data_stamp() -> tuple:
-    """What the analytics depend on, in one cheap statement (primary-key maxima and two counts):
-    a finished or imported rollout, a new validation, a task moved by a step, a changed label
-    all change it, and with it every cache key."""
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT (SELECT COUNT(*) FROM tasks_trajectory WHERE status = 'done'), (SELECT MAX(id) FROM tasks_trajectory),"
-            " (SELECT MAX(finished_at) FROM tasks_trajectory), (SELECT MAX(id) FROM tasks_validation),"
-            " (SELECT MAX(updated_at) FROM tasks_task), (SELECT COUNT(*) FROM tasks_tasklabel),"
-            " (SELECT MAX(id) FROM tasks_tasklabel), (SELECT MAX(id) FROM tasks_decision)")
-        return tuple(str(v) for v in cur.fetchone())
-
-
-def cache_seconds() -> int:
-    value = getattr(settings, "FACET_ANALYTICS_CACHE_S", None)
-    if value is None:  # not in settings.py (yet): the environment, as the other FACET_* settings
-        raw = os.environ.get("FACET_ANALYTICS_CACHE_S", "").strip()
-        value = int(raw) if raw.isdigit() else 120
-    return int(value)
-
-
 def cached(fn):
-    """Keep an aggregate's result for FACET_ANALYTICS_CACHE_S seconds (default 120; 0 turns it
-    off) under a key made of the function, the selection, its arguments and `data_stamp()`: the
-    same page asked again costs one small query until the data changes. The time limit bounds
-    staleness from changes the stamp cannot see (a summary column written without updated_at)."""
+    """Keep an aggregate's result in the one stamp cache (facet_site.stamps) for
+    settings.FACET_ANALYTICS_CACHE_S seconds (0 turns it off), keyed by the function, the
+    selection, its arguments and the analytics data stamp: the same page asked again costs one
+    small query until the data changes. The time limit bounds staleness from changes the stamp
+    cannot see (a summary column written without updated_at)."""
 
     @functools.wraps(fn)
-    def wrapper(af: "AnalyticsFilter", *args, **kwargs):
-        ttl = cache_seconds()
-        if not ttl:
-            return fn(af, *args, **kwargs)
-        raw = f"{fn.__name__}|{af.query_string()}|{args!r}|{sorted(kwargs.items())!r}|{data_stamp()}"
-        key = "facet-analytics:" + hashlib.sha256(raw.encode()).hexdigest()
-        value = cache.get(key)
-        if value is None:
-            value = fn(af, *args, **kwargs)
-            cache.set(key, value, ttl)
-        return value
+    def wrapper(af: AnalyticsFilter, *args, **kwargs):
+        return stamps.cached(f"analytics.{fn.__name__}", stamps.ANALYTICS_STAMP, lambda: fn(af, *args, **kwargs),
+                             af.query_string(), args, sorted(kwargs.items()), ttl=settings.FACET_ANALYTICS_CACHE_S)
 
     return wrapper
 
 
-def rollout_choices() -> dict:
-    """The values the filters offer, from small tables only: batches (few), the models and agents
-    they name (an imported batch lists its trials' in config), the taxonomy and the families."""
-    from skills.models import Category
-
-    from .summary import families
-
-    batches = list(RolloutBatch.objects.order_by("-id").values("id", "name", "source", "model", "agent", "config")[:500])
-    models, agents = set(), set()
-    for b in batches:
-        config = b.pop("config") or {}
-        models.update(m for m in [b["model"], *(config.get("models") or [])] if m and m != "mixed")
-        agents.update(a for a in [b["agent"], *(config.get("agents") or [])] if a and a not in ("mixed", "unknown"))
-    return {
-        "batches": batches, "models": sorted(models), "agents": sorted(agents),
-        "strategies": Strategy.choices, "statuses": TaskStatus.choices,
-        "categories": list(Category.objects.order_by("parent_id", "slug").values_list("slug", flat=True)),
-        "families": sorted(set(families().values())),
-    }
-
-
 def _rate(c: int, n: int) -> float | None:
     return c / n if n else None
-
-
-def _mean(values: list[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
 
 
 def _wilson(c: int, n: int) -> tuple[float | None, float | None]:
@@ -582,7 +398,7 @@ STATES = ("observation", "action", "mixed", "none")
 def command_patterns(af: AnalyticsFilter, *, top: int = 15) -> dict:
     """Table 6 over successful trajectories: the most frequent commands (a command occurrence is
     one command line the agent sent; its command is the main program, see
-    harbor_results.main_program) with their share of all occurrences, observation vs action
+    shell_commands.main_program) with their share of all occurrences, observation vs action
     command lines, the turn states, observation-only first turns, and row-normalised
     transition probabilities between adjacent turns' states."""
     successful = af.trajectories().filter(passed=True)

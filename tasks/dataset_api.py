@@ -6,23 +6,24 @@ from pathlib import Path
 
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404
-from ninja import File, Form, Router, Schema, Status
+from ninja import Field, File, Form, Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from ninja.pagination import PageNumberPagination, paginate
 
-from facet_site.pagination import LazyPage
 from facet_site.roles import can_review
 
-from . import datasets
+from . import exports, imports
 from .models import Export, ExportStatus, TaskImport
 
-router = Router(tags=["datasets"])
+# mounted at /exports and /imports by facet_site/api.py
+exports_router = Router(tags=["datasets"])
+imports_router = Router(tags=["datasets"])
 
 
 class ExportIn(Schema):
     query: str = ""  # the task list's query string; empty: the approved tasks
-    parts: list[str] = list(datasets.PARTS)
+    parts: list[str] = list(exports.PARTS)
     name: str = ""
 
 
@@ -39,9 +40,17 @@ class ExportOut(Schema):
     error: str
     summary: dict
     download_url: str | None = None
-    created_by: str | None = None
+    created_by: str | None = Field(None, alias="created_by.username")
     created_at: datetime
     finished_at: datetime | None = None
+
+    @staticmethod
+    def resolve_parts(export: Export) -> list[str]:
+        return (export.options or {}).get("parts", [])
+
+    @staticmethod
+    def resolve_download_url(export: Export) -> str | None:
+        return f"/api/exports/{export.pk}/archive" if export.status == ExportStatus.DONE else None
 
 
 class ProblemOut(Schema):
@@ -60,30 +69,13 @@ class ImportOut(Schema):
     skipped: int
     problems: list[ProblemOut]
     task_ids: list[int]
-    created_by: str | None = None
+    created_by: str | None = Field(None, alias="created_by.username")
     created_at: datetime
     finished_at: datetime | None = None
 
-
-def export_out(export: Export) -> dict:
-    return {
-        "id": export.pk, "name": export.name, "query": export.query, "parts": (export.options or {}).get("parts", []),
-        "status": export.status, "done": export.done, "total": export.total, "archive_sha256": export.archive_sha256,
-        "archive_bytes": export.archive_bytes, "error": export.error, "summary": export.summary,
-        "download_url": f"/api/exports/{export.pk}/archive" if export.status == ExportStatus.DONE else None,
-        "created_by": export.created_by.get_username() if export.created_by_id else None,
-        "created_at": export.created_at, "finished_at": export.finished_at,
-    }
-
-
-def import_out(task_import: TaskImport) -> dict:
-    return {
-        "id": task_import.pk, "source": task_import.source, "status": task_import.status,
-        "imported": task_import.imported, "skipped": task_import.skipped, "problems": task_import.problems,
-        "task_ids": sorted(task_import.tasks.values_list("id", flat=True)),
-        "created_by": task_import.created_by.get_username() if task_import.created_by_id else None,
-        "created_at": task_import.created_at, "finished_at": task_import.finished_at,
-    }
+    @staticmethod
+    def resolve_task_ids(task_import: TaskImport) -> list[int]:
+        return sorted(task_import.tasks.values_list("id", flat=True))
 
 
 def _reviewer(request) -> None:
@@ -91,57 +83,57 @@ def _reviewer(request) -> None:
         raise HttpError(403, "Only reviewers and admins may create exports and imports.")
 
 
-@router.post("/exports", response={202: ExportOut}, summary="Export the tasks a task-list filter selects (reviewers)")
+@exports_router.post("", response={202: ExportOut}, summary="Export the tasks a task-list filter selects (reviewers)")
 def create_export(request, payload: ExportIn):
     _reviewer(request)
     try:
-        export = datasets.create_export(query=payload.query, parts=payload.parts, user=request.auth, name=payload.name)
-    except datasets.ExportError as exc:
+        export = exports.create_export(query=payload.query, parts=payload.parts, user=request.auth, name=payload.name)
+    except exports.ExportError as exc:
         raise HttpError(422, str(exc)) from None
-    return Status(202, export_out(export))
+    return Status(202, export)
 
 
-@router.get("/exports", response=list[ExportOut], summary="Exports, newest first")
+@exports_router.get("", response=list[ExportOut], summary="Exports, newest first")
 @paginate(PageNumberPagination, page_size=50)
 def list_exports(request):
-    return LazyPage(Export.objects.select_related("created_by").order_by("-id"), export_out)
+    return Export.objects.select_related("created_by").order_by("-id")
 
 
-@router.get("/exports/{int:export_id}", response=ExportOut, summary="One export: progress, summary, checksum")
+@exports_router.get("/{int:export_id}", response=ExportOut, summary="One export: progress, summary, checksum")
 def get_export(request, export_id: int):
-    return export_out(get_object_or_404(Export.objects.select_related("created_by"), pk=export_id))
+    return get_object_or_404(Export.objects.select_related("created_by"), pk=export_id)
 
 
-@router.get("/exports/{int:export_id}/archive", summary="Download the export's .tar.gz")
+@exports_router.get("/{int:export_id}/archive", summary="Download the export's .tar.gz")
 def download_export(request, export_id: int):
     export = get_object_or_404(Export, pk=export_id)
     if export.status != ExportStatus.DONE or not export.archive_path:
         raise HttpError(409, f"export {export.pk} is {export.status}; no archive yet")
     file = Path(export.archive_path).resolve()
-    if not file.is_file() or not file.is_relative_to(datasets.archive_dir().resolve()):
+    if not file.is_file() or not file.is_relative_to(exports.archive_dir().resolve()):
         raise HttpError(410, f"export {export.pk}: the archive is no longer on disk")
     return FileResponse(open(file, "rb"), as_attachment=True, filename=f"facet-export-{export.pk}.tar.gz",
                         content_type="application/gzip")
 
 
-@router.post("/imports", response={202: ImportOut},
+@imports_router.post("", response={202: ImportOut},
              summary="Import Harbor or Terminal-Bench 1.x tasks from an uploaded archive (reviewers)")
 def create_import(request, archive: File[UploadedFile], queue_validation: bool = Form(False, alias="validate")):
     _reviewer(request)
     try:
-        task_import = datasets.save_upload(uploaded=archive, user=request.auth, validate=queue_validation)
-    except datasets.ImportRefused as exc:
+        task_import = imports.save_upload(uploaded=archive, user=request.auth, validate=queue_validation)
+    except imports.ImportRefused as exc:
         raise HttpError(422, str(exc)) from None
-    return Status(202, import_out(task_import))
+    return Status(202, task_import)
 
 
-@router.get("/imports", response=list[ImportOut], summary="Task imports, newest first")
+@imports_router.get("", response=list[ImportOut], summary="Task imports, newest first")
 @paginate(PageNumberPagination, page_size=50)
 def list_imports(request):
-    return LazyPage(TaskImport.objects.select_related("created_by").order_by("-id"), import_out)
+    return TaskImport.objects.select_related("created_by").order_by("-id")
 
 
-@router.get("/imports/{int:import_id}", response=ImportOut,
+@imports_router.get("/{int:import_id}", response=ImportOut,
             summary="One import: counts, per-task problems (file, field, line) and the tasks it created")
 def get_import(request, import_id: int):
-    return import_out(get_object_or_404(TaskImport.objects.select_related("created_by"), pk=import_id))
+    return get_object_or_404(TaskImport.objects.select_related("created_by"), pk=import_id)

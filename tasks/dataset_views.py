@@ -1,7 +1,7 @@
 """Dataset pages: exports (create from any task-list filter, watch progress, download) and task
 imports (upload an archive, watch progress, read what was refused and why). Thin: the
-workflows are in tasks.datasets. Everyone signed in may read and download; reviewers and admins
-create exports and imports."""
+workflows are in tasks.exports and tasks.imports. Everyone signed in may read and download;
+reviewers and admins create exports and imports."""
 from pathlib import Path
 
 from django.contrib import messages
@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from facet_site.roles import can_review, require
 
-from . import datasets
+from . import exports, imports
 from .models import Export, ExportStatus, TaskImport
 
 PAGE = 30
@@ -31,20 +31,20 @@ def _percent(done: int, total: int, status: str) -> int:
 
 def export_list(request):
     page = Paginator(Export.objects.select_related("created_by"), PAGE).get_page(request.GET.get("page"))
-    return render(request, "tasks/exports.html", {"page": page, "parts": datasets.PART_LABELS})
+    return render(request, "tasks/exports.html", {"page": page, "parts": exports.PART_LABELS})
 
 
 def export_new(request):
     """GET: what the filter selects, and which parts to write. POST: create the export."""
     query = request.POST.get("query", "") if request.method == "POST" else request.GET.urlencode()
-    f = datasets.export_filter(query)
+    f = exports.export_filter(query)
     if request.method == "POST":
         if not can_review(request.user):
             return render(request, "tasks/export_new.html", _new_context(query, f), status=403)
         try:
-            export = datasets.create_export(query=query, parts=request.POST.getlist("parts"), user=request.user,
+            export = exports.create_export(query=query, parts=request.POST.getlist("parts"), user=request.user,
                                             name=request.POST.get("name", "").strip())
-        except datasets.ExportError as exc:
+        except exports.ExportError as exc:
             messages.error(request, str(exc))
             return render(request, "tasks/export_new.html", _new_context(query, f), status=400)
         messages.success(request, f"Export #{export.pk} is queued.")
@@ -54,12 +54,12 @@ def export_new(request):
 
 def _new_context(query: str, f) -> dict:
     return {"query": f.query_string(with_view=False), "describe": f.describe(), "errors": f.errors,
-            "count": 0 if f.errors else datasets.selection(query).count(), "parts": datasets.PART_LABELS}
+            "count": 0 if f.errors else exports.selection(query).count(), "parts": exports.PART_LABELS}
 
 
 def export_detail(request, export_id: int):
     export = get_object_or_404(Export.objects.select_related("created_by"), pk=export_id)
-    context = {"export": export, "finished": export.status in FINISHED, "parts": datasets.PART_LABELS,
+    context = {"export": export, "finished": export.status in FINISHED, "parts": exports.PART_LABELS,
                "percent": _percent(export.done, export.total, export.status)}
     if request.htmx:
         response = render(request, "tasks/export.html#progress", context)
@@ -76,7 +76,7 @@ def export_download(request, export_id: int):
         raise Http404("this export has no archive (yet)")
     file = Path(export.archive_path).resolve()
     # Only the archive the job wrote, in the exports directory: never a path from the request.
-    if not file.is_file() or not file.is_relative_to(datasets.archive_dir().resolve()):
+    if not file.is_file() or not file.is_relative_to(exports.archive_dir().resolve()):
         raise Http404("the archive is no longer on disk")
     response = FileResponse(open(file, "rb"), as_attachment=True, filename=f"facet-export-{export.pk}.tar.gz",
                             content_type="application/gzip")
@@ -104,9 +104,9 @@ def _upload(request):
         messages.error(request, "archive: choose a .tar.gz, .tgz, .tar or .zip file to upload.")
         return redirect("tasks:imports")
     try:
-        task_import = datasets.save_upload(uploaded=uploaded, user=request.user,
+        task_import = imports.save_upload(uploaded=uploaded, user=request.user,
                                            validate=request.POST.get("validate") == "on")
-    except datasets.ImportRefused as exc:
+    except imports.ImportRefused as exc:
         messages.error(request, str(exc))
         return redirect("tasks:imports")
     messages.success(request, f"Import #{task_import.pk} is queued.")

@@ -6,7 +6,7 @@ Parameters (all optional, repeatable where it makes sense):
   or top-level slug), tag, family, origin (generated | imported), tests_min/tests_max,
   repairs_min/repairs_max, pass_min/pass_max (0..1; tasks without rollouts never match),
   rolled (yes | no), q (full text over name and instruction), ids (comma-separated),
-  stage (a stage of the construction funnel, tasks.services.FUNNEL_STAGES: constructed tasks
+  stage (a stage of the construction funnel, tasks.funnel.FUNNEL_STAGES: constructed tasks
   that reached it, so the overview's funnel links open exactly the tasks it counts),
   sort (one of SORTS, "-" for descending), cols (comma-separated COLUMNS).
 Unknown values are reported in `errors` (field and problem) and ignored, never a 500.
@@ -48,7 +48,7 @@ COLUMNS = {
 DEFAULT_COLUMNS = ["name", "status", "review", "run", "tests", "repairs", "pass", "version", "note"]
 DEFAULT_SORT = "-id"
 MULTI = ("status", "run", "strategy", "review", "reason", "category", "tag", "family")
-# the stages of tasks.services.FUNNEL_STAGES (a test checks the two agree, names and counts)
+# the stages of tasks.funnel.FUNNEL_STAGES (a test checks the two agree, names and counts)
 FUNNEL_STAGES = ("seeds", "first_build_logs", "initial_environment_success", "environment_repair_recovery",
                  "successful_environments", "entering_validation", "first_pass_valid", "task_repair_recovery",
                  "final_validated")
@@ -297,7 +297,7 @@ def funnel_predicates(run_id: int | None = None) -> dict[str, Q]:
 
 
 def funnel_stage(qs: QuerySet, stage: str) -> QuerySet:
-    """The constructed tasks that reached one stage of tasks.services.funnel: the same
+    """The constructed tasks that reached one stage of tasks.funnel.funnel: the same
     predicates, so a stage's link lists exactly what it counts."""
     predicates = funnel_predicates()
     if stage not in predicates:

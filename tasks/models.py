@@ -3,10 +3,17 @@ tasks and their immutable versions, validations with their trials and per-test r
 targeted repairs that link one version to the next.
 
 Trials, test results, builds, validations and repair rounds are append-only. A task's `status`
-and `current_version` are the one denormalised summary of them, written by tasks.services only.
+and `current_version` are the one denormalised summary of them, moved only by the single-row
+transitions below (Task.claim, Task.move_to, Task.release).
+
+Not split by concern although past 600 lines: it is the app's one schema (construction, review,
+rollouts, datasets share foreign keys), read alongside its migrations, and holds no workflow.
 """
+from datetime import timedelta
+
 from django.conf import settings as django_settings
 from django.db import models
+from django.utils import timezone
 
 
 class EnvironmentStatus(models.TextChoices):
@@ -93,6 +100,14 @@ class Step(models.TextChoices):
 
 LLM_STEPS = {Step.ENVIRONMENT, Step.ENVIRONMENT_REPAIR, Step.ARTIFACTS, Step.REPAIR}
 DOCKER_STEPS = {Step.BUILD, Step.VALIDATE}
+# statuses in which a task still has a construction step to do
+OPEN_STATUSES = [TaskStatus.CONSTRUCTING, TaskStatus.VALIDATING, TaskStatus.REPAIRING]
+# the status a task shows while it is at a step
+STATUS_FOR_STEP = {
+    Step.ENVIRONMENT: TaskStatus.CONSTRUCTING, Step.ENVIRONMENT_REPAIR: TaskStatus.CONSTRUCTING,
+    Step.BUILD: TaskStatus.CONSTRUCTING, Step.ARTIFACTS: TaskStatus.CONSTRUCTING,
+    Step.VALIDATE: TaskStatus.VALIDATING, Step.REPAIR: TaskStatus.REPAIRING,
+}
 
 
 class ReviewState(models.TextChoices):
@@ -126,7 +141,7 @@ class Task(models.Model):
     imported = models.BooleanField(default=False)
     source = models.CharField(max_length=300, blank=True)  # imported: the dataset, archive or directory it came from
 
-    # The review summary, denormalised in one place (tasks.review.refresh_summary) from the
+    # The review summary, denormalised in one place (tasks.summary.refresh_summary) from the
     # decisions, the current version's trials, the repairs and the rollouts, so that the task list
     # filters and sorts 10,000+ tasks on indexed columns. A test checks it against the records.
     review_state = models.CharField(max_length=12, choices=ReviewState.choices, default=ReviewState.UNREVIEWED)
@@ -158,6 +173,38 @@ class Task(models.Model):
     @property
     def is_final(self) -> bool:
         return self.status in FINAL_STATUSES
+
+    @classmethod
+    def claim(cls, task_id: int, step: str) -> bool:
+        """Take the task for `step` with a conditional UPDATE: of two workers, one wins."""
+        return bool(cls.objects.filter(pk=task_id, step=step, claimed_at__isnull=True,
+                                       status__in=OPEN_STATUSES).update(claimed_at=timezone.now()))
+
+    def move_to(self, step: str, *, status: str | None = None, **fields) -> None:
+        """Record a step's outcome (the next step, its status, other columns) and release the claim."""
+        status = status or STATUS_FOR_STEP.get(step, TaskStatus.CONSTRUCTING)
+        # update() skips auto_now, hence updated_at by hand
+        Task.objects.filter(pk=self.pk).update(step=step, status=status, claimed_at=None, updated_at=timezone.now(),
+                                               **fields)
+        if "current_version" in fields or status in FINAL_STATUSES:
+            # The task list's summary columns are this row's own, derived from the new version or
+            # final status; tasks.summary imports this module, hence the import here.
+            from .summary import refresh_summary
+
+            refresh_summary(self.pk)
+
+    def release(self, message: str, *, status: str | None = None) -> None:
+        """Give the claim back without moving on (waiting for Docker, a transient error)."""
+        fields = {"claimed_at": None, "message": message[:5000], "updated_at": timezone.now()}
+        if status:
+            fields["status"] = status
+        Task.objects.filter(pk=self.pk).update(**fields)
+
+    @classmethod
+    def resume(cls, task_id: int, step: str) -> int:
+        """A task that waited for Docker goes back to its step's status (a conditional UPDATE)."""
+        return cls.objects.filter(pk=task_id, status=TaskStatus.WAITING_FOR_DOCKER).update(
+            status=STATUS_FOR_STEP.get(step, TaskStatus.CONSTRUCTING), claimed_at=None, message="")
 
 
 class ArtifactKind(models.TextChoices):
@@ -333,7 +380,9 @@ class TaskLabel(models.Model):
 # --- review (decisions, audit, locks, saved views, executable re-checks) -----------------------
 
 
-class Verdict(models.TextChoices):
+class ReviewVerdict(models.TextChoices):
+    """What a reviewer decided about a version (skills.models.Verdict is a filter's verdict on a skill)."""
+
     APPROVE = "approve", "Approve"
     REJECT = "reject", "Reject"
     NEEDS_FIX = "needs_fix", "Needs fix"
@@ -358,7 +407,7 @@ class Decision(models.Model):
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="decisions")
     version = models.ForeignKey(TaskVersion, on_delete=models.CASCADE, related_name="decisions")
     content_hash = models.CharField(max_length=80)
-    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    verdict = models.CharField(max_length=10, choices=ReviewVerdict.choices)
     reason = models.CharField(max_length=30, choices=RejectReason.choices, blank=True)
     comment = models.TextField(blank=True)
     author = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -453,7 +502,7 @@ class Recheck(models.Model):
 # --- rollouts ------------------------------------------------------------------------------------
 
 
-class BatchStatus(models.TextChoices):
+class RolloutBatchStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     DONE = "done", "Done"
@@ -476,7 +525,7 @@ class RolloutBatch(models.Model):
     timeout_s = models.PositiveIntegerField(default=900)
     selection = models.JSONField(default=dict, blank=True)  # the task filter or ids it was started on
     config = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=10, choices=BatchStatus.choices, default=BatchStatus.QUEUED)
+    status = models.CharField(max_length=10, choices=RolloutBatchStatus.choices, default=RolloutBatchStatus.QUEUED)
     message = models.TextField(blank=True)
     report = models.JSONField(default=dict, blank=True)  # harbor import: matched, unmatched, errors
     created_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -494,6 +543,10 @@ class TrajectoryStatus(models.TextChoices):
     DONE = "done", "Done"
     ERROR = "error", "Error"
     WAITING_FOR_DOCKER = "waiting_for_docker", "Waiting for a Docker Engine"
+
+
+# a worker may take these up (a running one only once its claim is stale)
+CLAIMABLE_TRAJECTORY_STATUSES = [TrajectoryStatus.PENDING, TrajectoryStatus.WAITING_FOR_DOCKER]
 
 
 class Trajectory(models.Model):
@@ -529,6 +582,29 @@ class Trajectory(models.Model):
             models.Index(fields=["batch", "status"], name="trajectory_batch_status_idx"),
         ]
 
+    @classmethod
+    def claim(cls, trajectory_id: int, *, stale_before):
+        """Take the trajectory with a conditional UPDATE (claimable, or running with a claim older
+        than `stale_before`: its worker died). Returns the claim time, the claim's token that every
+        later write checks, or None when another worker has it."""
+        now = timezone.now()
+        took = cls.objects.filter(pk=trajectory_id).filter(
+            models.Q(status__in=CLAIMABLE_TRAJECTORY_STATUSES)
+            | models.Q(status=TrajectoryStatus.RUNNING, claimed_at__lt=stale_before)).update(
+            status=TrajectoryStatus.RUNNING, claimed_at=now, message="")
+        return now if took else None
+
+    def release(self, token, status: str, message: str) -> None:
+        """Give the claim back (e.g. waiting for Docker), if it is still ours."""
+        Trajectory.objects.filter(pk=self.pk, status=TrajectoryStatus.RUNNING, claimed_at=token).update(
+            status=status, claimed_at=None, message=message[:5000])
+
+    def finish_error(self, token, failure: str, message: str) -> None:
+        """End the attempt as an error (never counted in a pass rate), if the claim is still ours."""
+        Trajectory.objects.filter(pk=self.pk, status=TrajectoryStatus.RUNNING, claimed_at=token).update(
+            status=TrajectoryStatus.ERROR, failure=failure[:40], message=message[:5000], claimed_at=None,
+            finished_at=timezone.now())
+
 
 class Turn(models.Model):
     """One turn of a trajectory: the model's analysis and commands, their capped outputs."""
@@ -562,7 +638,23 @@ class ExportStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class Export(models.Model):
+class _DatasetJob:
+    """The claim export and import jobs share: queued -> running with a conditional UPDATE, so two
+    workers never take the same job. A job whose worker died (running, claimed longer ago than
+    any job takes) is taken over: exports start again from scratch, imports skip the tasks already
+    stored (same content hash, one transaction each)."""
+
+    STALE_AFTER = timedelta(hours=2)
+
+    @classmethod
+    def claim(cls, pk: int) -> bool:
+        stale = timezone.now() - cls.STALE_AFTER
+        return bool(cls.objects.filter(pk=pk).filter(
+            models.Q(status=ExportStatus.QUEUED) | models.Q(status=ExportStatus.RUNNING, claimed_at__lt=stale)
+        ).update(status=ExportStatus.RUNNING, claimed_at=timezone.now()))
+
+
+class Export(_DatasetJob, models.Model):
     """One dataset export job: the task-list filter it honours, its progress and its archive."""
 
     name = models.CharField(max_length=200)
@@ -586,7 +678,7 @@ class Export(models.Model):
         ordering = ["-id"]
 
 
-class TaskImport(models.Model):
+class TaskImport(_DatasetJob, models.Model):
     """One import of Harbor task directories, datasets or archives (also Terminal-Bench 1.x):
     what was imported and, per task, what was refused and why."""
 
@@ -605,3 +697,4 @@ class TaskImport(models.Model):
 
     class Meta:
         ordering = ["-id"]
+

@@ -3,7 +3,7 @@
 
 A Recheck owns its validations (Validation.recheck), all created when it is requested, and one
 Docker-queue job (`tasks.jobs.docker_recheck`) runs them one after another with
-`services.validate`, which claims each validation with a conditional UPDATE, so a redelivered or
+`validating.validate`, which claims each validation with a conditional UPDATE, so a redelivered or
 duplicated job never runs a validation twice. A re-check never changes the task's construction
 status (it is evidence for the reviewer, not a step of construction); it does refresh the task's
 summary columns, since the newest oracle trial says how many tests the task has.
@@ -25,13 +25,11 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable
-
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from . import services, summary
+from . import jobs, summary
 from .models import (
     CheckKind,
     Recheck,
@@ -43,6 +41,7 @@ from .models import (
     Validation,
     ValidationStatus,
 )
+from .validating import validate
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +63,7 @@ class RecheckRefused(ValueError):
 
 
 def request_recheck(version: TaskVersion, *, kind: str, runs: int | None = None, user=None) -> Recheck:
-    """A queued re-check with its validations; the caller queues the job (`queue`)."""
+    """A queued re-check with its validations; the caller queues its job (`queue`)."""
     if kind not in CheckKind.values:
         raise RecheckRefused(f"kind: must be one of {', '.join(CheckKind.values)}")
     if kind == CheckKind.REVALIDATE:
@@ -92,10 +91,7 @@ def request_recheck(version: TaskVersion, *, kind: str, runs: int | None = None,
 
 def queue(recheck: Recheck) -> None:
     """Put the re-check's job on the Docker queue once the request's transaction commits."""
-    from . import jobs
-
-    recheck_id = recheck.pk
-    transaction.on_commit(lambda: jobs.docker_recheck.delay(recheck_id))
+    jobs.docker_recheck.delay_on_commit(recheck.pk)
 
 
 def run_recheck(recheck_id: int, *, client=None) -> Recheck | None:
@@ -109,7 +105,7 @@ def run_recheck(recheck_id: int, *, client=None) -> Recheck | None:
     task_id = recheck.version.task_id
     for validation_id in Validation.objects.filter(recheck_id=recheck_id).order_by("id").values_list("id", flat=True):
         try:
-            validation = services.validate(validation_id, client=client)
+            validation = validate(validation_id, client=client)
         except Exception as exc:  # a bug, not the task's fault: say so on the page instead of hanging
             log.exception("re-check %s: validation %s failed", recheck_id, validation_id)
             Validation.objects.filter(pk=validation_id, status=ValidationStatus.RUNNING).update(
@@ -139,15 +135,15 @@ def _finish(recheck_id: int) -> Recheck:
     return Recheck.objects.get(pk=recheck_id)
 
 
-def resume_queued(*, dispatch: Callable[[int], None]) -> int:
+def resume_queued() -> int:
     """Queued re-checks (never started, or back from waiting for Docker) and running ones whose
-    worker died mid-validation go to the queue again."""
+    worker died mid-validation go to the queue again. Returns how many were queued."""
     stale = Validation.objects.filter(status=ValidationStatus.RUNNING, claimed_at__lt=timezone.now() - STALE_AFTER)
     ids = list(Recheck.objects.filter(status=RecheckStatus.QUEUED).values_list("id", flat=True))
     ids += list(Recheck.objects.filter(status=RecheckStatus.RUNNING, validations__in=stale)
                 .values_list("id", flat=True).distinct())
     for recheck_id in ids:
-        dispatch(recheck_id)
+        jobs.docker_recheck.delay_on_commit(recheck_id)
     return len(ids)
 
 
@@ -155,7 +151,7 @@ def resume_queued(*, dispatch: Callable[[int], None]) -> int:
 
 
 def logs_dir(validation: Validation) -> Path:
-    """Where services.validate keeps the validation's logs (known before it finishes)."""
+    """Where validating.validate keeps the validation's logs (known before it finishes)."""
     return Path(validation.logs_dir) if validation.logs_dir else Path(settings.DATA_DIR) / "validations" / str(validation.pk)
 
 

@@ -27,7 +27,8 @@ from django.utils import timezone
 
 from facet_site.roles import can_review, is_admin
 
-from . import services, summary
+from . import funnel as construction_funnel
+from . import summary
 from .filters import TaskFilter
 from .models import (
     AuditEvent,
@@ -39,7 +40,7 @@ from .models import (
     TaskStatus,
     Validation,
     ValidationStatus,
-    Verdict,
+    ReviewVerdict,
 )
 
 # audit actions written here
@@ -50,9 +51,9 @@ RECLAIM_LOCK = "reclaim_lock"
 ACTIONS = (DECIDE, UNDO, BULK_DECIDE, RECLAIM_LOCK)
 UNDOABLE = {DECIDE, BULK_DECIDE}
 
-STATE_OF_VERDICT = {Verdict.APPROVE: ReviewState.APPROVED, Verdict.REJECT: ReviewState.REJECTED,
-                    Verdict.NEEDS_FIX: ReviewState.NEEDS_FIX}
-REASON_REQUIRED = {Verdict.REJECT, Verdict.NEEDS_FIX}
+STATE_OF_VERDICT = {ReviewVerdict.APPROVE: ReviewState.APPROVED, ReviewVerdict.REJECT: ReviewState.REJECTED,
+                    ReviewVerdict.NEEDS_FIX: ReviewState.NEEDS_FIX}
+REASON_REQUIRED = {ReviewVerdict.REJECT, ReviewVerdict.NEEDS_FIX}
 UNDO_COMMENT = "undo"
 
 # The queue when no filter is given: what construction validated and nobody has decided yet.
@@ -78,12 +79,12 @@ class NotAllowed(ReviewError):
 
 
 def check_decision(verdict: str, reason: str) -> None:
-    if verdict not in Verdict.values:
-        raise InvalidDecision(f"verdict: expected one of {', '.join(Verdict.values)}, not {verdict!r}")
+    if verdict not in ReviewVerdict.values:
+        raise InvalidDecision(f"verdict: expected one of {', '.join(ReviewVerdict.values)}, not {verdict!r}")
     if reason and reason not in RejectReason.values:
         raise InvalidDecision(f"reason: expected one of {', '.join(RejectReason.values)}, not {reason!r}")
     if verdict in REASON_REQUIRED and not reason:
-        raise InvalidDecision(f"reason: choose why the task is {'rejected' if verdict == Verdict.REJECT else 'sent back for a fix'}.")
+        raise InvalidDecision(f"reason: choose why the task is {'rejected' if verdict == ReviewVerdict.REJECT else 'sent back for a fix'}.")
 
 
 def refusal(task: Task, verdict: str, *, user, force: bool = False) -> str | None:
@@ -92,7 +93,7 @@ def refusal(task: Task, verdict: str, *, user, force: bool = False) -> str | Non
         return "Your role does not allow deciding on tasks."
     if task.current_version_id is None:
         return f"Task #{task.pk} has no version yet: there is nothing to decide on."
-    if verdict == Verdict.APPROVE and task.status != TaskStatus.VALIDATED:
+    if verdict == ReviewVerdict.APPROVE and task.status != TaskStatus.VALIDATED:
         if not force:
             return (f"Task #{task.pk} is {task.get_status_display().lower()}, not validated: only a validated task "
                     f"can be approved (an admin may force the approval).")
@@ -157,7 +158,7 @@ def decide(task: Task | int, *, user, verdict: str, reason: str = "", comment: s
         if content_hash and content_hash != task.current_version.content_hash:
             raise ReviewError(f"Task #{task.pk} has a newer version (v{task.current_version.number}) than the one you "
                               f"reviewed: look at it and decide again.")
-        forced = verdict == Verdict.APPROVE and task.status != TaskStatus.VALIDATED
+        forced = verdict == ReviewVerdict.APPROVE and task.status != TaskStatus.VALIDATED
         return _record(task, user=user, verdict=verdict, reason=reason, comment=comment, forced=forced)
 
 
@@ -281,13 +282,13 @@ class BulkPlan:
 
 
 def plan_bulk(task_filter: TaskFilter, *, verdict: str, sample_size: int = 10) -> BulkPlan:
-    if verdict not in Verdict.values:
-        raise InvalidDecision(f"verdict: expected one of {', '.join(Verdict.values)}, not {verdict!r}")
+    if verdict not in ReviewVerdict.values:
+        raise InvalidDecision(f"verdict: expected one of {', '.join(ReviewVerdict.values)}, not {verdict!r}")
     qs = task_filter.queryset()
     plan = BulkPlan(task_filter=task_filter, verdict=verdict, total=qs.count())
     rest = qs.filter(current_version__isnull=False)
     groups = [("no version yet: nothing to decide on", qs.filter(current_version__isnull=True))]
-    if verdict == Verdict.APPROVE:
+    if verdict == ReviewVerdict.APPROVE:
         groups.append(("not validated: only validated tasks can be approved", rest.exclude(status=TaskStatus.VALIDATED)))
         rest = rest.filter(status=TaskStatus.VALIDATED)
     target = STATE_OF_VERDICT[verdict]
@@ -457,9 +458,9 @@ def advance(user, task_filter: TaskFilter, *, current: int | None = None, direct
 
 
 def funnel(run=None) -> list[dict]:
-    """Table 5 (tasks.services.funnel) plus the two review stages, each row with the task
+    """Table 5 (tasks.funnel.funnel) plus the two review stages, each row with the task
     filter query that lists exactly the tasks it counts."""
-    rows = services.funnel(run)
+    rows = construction_funnel.funnel(run)
     run_q = [("run", str(run.pk))] if run is not None else []
     for row in rows:
         row["query"] = TaskFilter.from_query(dict([("stage", row["stage"])] + run_q)).query_string()
@@ -535,8 +536,8 @@ def throughput(run=None, *, days: int = 30, today: date | None = None) -> dict:
     week = today - timedelta(days=6)
     table = (recent.values("author__username").annotate(
         total=Count("id"), week=Count("id", filter=Q(created_at__date__gte=week)),
-        approved=Count("id", filter=Q(verdict=Verdict.APPROVE)), rejected=Count("id", filter=Q(verdict=Verdict.REJECT)),
-        needs_fix=Count("id", filter=Q(verdict=Verdict.NEEDS_FIX)), bulk=Count("id", filter=Q(bulk=True)),
+        approved=Count("id", filter=Q(verdict=ReviewVerdict.APPROVE)), rejected=Count("id", filter=Q(verdict=ReviewVerdict.REJECT)),
+        needs_fix=Count("id", filter=Q(verdict=ReviewVerdict.NEEDS_FIX)), bulk=Count("id", filter=Q(bulk=True)),
     ).order_by("-total"))
     return {
         "days": axis,

@@ -3,17 +3,19 @@ the review queue. Viewers read; every write needs a reviewer or an admin (403 ot
 from datetime import datetime
 
 from django.shortcuts import get_object_or_404
-from ninja import Router, Schema, Status
+from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.pagination import PageNumberPagination, paginate
 
-from facet_site.pagination import LazyPage
 from facet_site.roles import can_review
 
 from . import review, summary
-from .models import AuditEvent, Decision, Task
+from .models import AuditEvent, Task
 
-router = Router(tags=["review"])
+# mounted at /tasks (decisions, bulk decisions, locks), /audit and /queue by facet_site/api.py
+task_review_router = Router(tags=["review"])
+audit_router = Router(tags=["review"])
+queue_router = Router(tags=["review"])
 
 
 class DecisionIn(Schema):
@@ -28,22 +30,22 @@ class DecisionOut(Schema):
     id: int
     task_id: int
     version_id: int
-    version: int
+    version: int = Field(alias="version.number")
     content_hash: str
     verdict: str
     reason: str
     comment: str
-    author: str | None = None
+    author: str | None = Field(None, alias="author.username")
     bulk: bool
     withdraws_id: int | None = None
-    withdrawn: bool
-    standing: bool
+    withdrawn: bool = False  # set by review.history
+    standing: bool = False  # set by review.history, or by the route that made the decision
     created_at: datetime
 
 
 class AuditEventOut(Schema):
     id: int
-    actor: str | None = None
+    actor: str | None = Field(None, alias="actor.username")
     action: str
     object_type: str
     object_id: str
@@ -53,6 +55,13 @@ class AuditEventOut(Schema):
     undoes_id: int | None = None
     undone_by_id: int | None = None
     created_at: datetime
+
+    @staticmethod
+    def resolve_undone_by_id(event: AuditEvent) -> int | None:
+        try:
+            return event.undone_by.pk
+        except AuditEvent.DoesNotExist:
+            return None
 
 
 class BulkIn(Schema):
@@ -82,12 +91,14 @@ class BulkOut(Schema):
 
 
 class QueueOut(Schema):
-    task_id: int
+    """The task taken from the queue, with the queue's position, total and query set by the route."""
+
+    task_id: int = Field(alias="pk")
     name: str
     status: str
     review_state: str
-    version: int | None = None
-    content_hash: str | None = None
+    version: int | None = Field(None, alias="current_version.number")
+    content_hash: str | None = Field(None, alias="current_version.content_hash")
     position: int | None = None
     total: int
     lock_expires_in_s: int
@@ -103,28 +114,7 @@ def _refused(exc: review.ReviewError):
     return HttpError(exc.status, str(exc))
 
 
-def decision_out(d: Decision, *, standing_id: int | None = None) -> dict:
-    return {
-        "id": d.pk, "task_id": d.task_id, "version_id": d.version_id, "version": d.version.number,
-        "content_hash": d.content_hash, "verdict": d.verdict, "reason": d.reason, "comment": d.comment,
-        "author": d.author.get_username() if d.author_id else None, "bulk": d.bulk, "withdraws_id": d.withdraws_id,
-        "withdrawn": bool(getattr(d, "withdrawn", False)), "standing": d.pk == standing_id, "created_at": d.created_at,
-    }
-
-
-def event_out(e: AuditEvent) -> dict:
-    try:
-        undone_by = e.undone_by.pk
-    except AuditEvent.DoesNotExist:
-        undone_by = None
-    return {
-        "id": e.pk, "actor": e.actor.get_username() if e.actor_id else None, "action": e.action,
-        "object_type": e.object_type, "object_id": e.object_id, "task_id": e.task_id, "before": e.before,
-        "after": e.after, "undoes_id": e.undoes_id, "undone_by_id": undone_by, "created_at": e.created_at,
-    }
-
-
-@router.post("/tasks/{int:task_id}/decisions", response={201: DecisionOut},
+@task_review_router.post("/{int:task_id}/decisions", response={201: DecisionOut},
              summary="Approve, reject or ask for a fix of the task's current version (reviewers)")
 def create_decision(request, task_id: int, payload: DecisionIn):
     _reviewer(request, "decide on tasks")
@@ -136,19 +126,18 @@ def create_decision(request, task_id: int, payload: DecisionIn):
         raise _refused(exc) from None
     task.refresh_from_db()
     standing = summary.standing_decision(task)
-    return Status(201, decision_out(decision, standing_id=standing.pk if standing else None))
+    decision.standing = standing is not None and standing.pk == decision.pk
+    return Status(201, decision)
 
 
-@router.get("/tasks/{int:task_id}/decisions", response=list[DecisionOut],
+@task_review_router.get("/{int:task_id}/decisions", response=list[DecisionOut],
             summary="Every decision on the task, newest first (undo entries have withdraws_id)")
 def list_decisions(request, task_id: int):
     task = get_object_or_404(Task.objects.select_related("current_version"), pk=task_id)
-    rows = review.history(task)
-    standing = next((d.pk for d in rows if d.standing), None)
-    return [decision_out(d, standing_id=standing) for d in rows]
+    return review.history(task)
 
 
-@router.get("/audit", response=list[AuditEventOut], summary="The audit log, newest first (filter by task, actor, action)")
+@audit_router.get("", response=list[AuditEventOut], summary="The audit log, newest first (filter by task, actor, action)")
 @paginate(PageNumberPagination, page_size=50)
 def list_audit(request, task: int | None = None, actor: str = "", action: str = ""):
     qs = AuditEvent.objects.select_related("actor", "undone_by").order_by("-id")
@@ -158,10 +147,10 @@ def list_audit(request, task: int | None = None, actor: str = "", action: str = 
         qs = qs.filter(actor__username=actor)
     if action:
         qs = qs.filter(action=action)
-    return LazyPage(qs, event_out)
+    return qs
 
 
-@router.post("/audit/{int:event_id}/undo", response={201: AuditEventOut},
+@audit_router.post("/{int:event_id}/undo", response={201: AuditEventOut},
              summary="Undo a decision or a bulk decision with a compensating entry (reviewers: their own; admins: any)")
 def undo_event(request, event_id: int):
     _reviewer(request, "undo")
@@ -170,10 +159,10 @@ def undo_event(request, event_id: int):
         compensation = review.undo(event, user=request.auth)
     except review.ReviewError as exc:
         raise _refused(exc) from None
-    return Status(201, event_out(compensation))
+    return Status(201, compensation)
 
 
-@router.post("/tasks/bulk-decisions", response=BulkOut,
+@task_review_router.post("/bulk-decisions", response=BulkOut,
              summary="Decide on every task a filter selects: without confirm, what would happen; with it, do it")
 def bulk_decisions(request, payload: BulkIn):
     _reviewer(request, "make bulk decisions")
@@ -199,7 +188,7 @@ def bulk_decisions(request, payload: BulkIn):
     return out
 
 
-@router.get("/queue/next", response={200: QueueOut, 204: None},
+@queue_router.get("/next", response={200: QueueOut, 204: None},
             summary="Take the lock of the next task of the review queue (reviewers); 204 when none is free")
 def queue_next(request, query: str = "", after: int | None = None):
     """`query` is a task-filter query string (default: validated and not reviewed); `after` the
@@ -210,16 +199,13 @@ def queue_next(request, query: str = "", after: int | None = None):
     task = review.advance(request.auth, task_filter, current=after)
     if task is None:
         return Status(204, None)
-    ids = review.queue_ids(task_filter)
-    pos, total = review.position(task.pk, ids)
-    return {"task_id": task.pk, "name": task.name, "status": task.status, "review_state": task.review_state,
-            "version": task.current_version.number if task.current_version_id else None,
-            "content_hash": task.current_version.content_hash if task.current_version_id else None,
-            "position": pos, "total": total, "lock_expires_in_s": int(review.lock_timeout().total_seconds()),
-            "queue": task_filter.query_string()}
+    task.position, task.total = review.position(task.pk, review.queue_ids(task_filter))
+    task.lock_expires_in_s = int(review.lock_timeout().total_seconds())
+    task.queue = task_filter.query_string()
+    return task
 
 
-@router.delete("/tasks/{int:task_id}/lock", response={204: None}, summary="Let go of your review lock on a task")
+@task_review_router.delete("/{int:task_id}/lock", response={204: None}, summary="Let go of your review lock on a task")
 def release_lock(request, task_id: int):
     _reviewer(request, "hold review locks")
     review.release_lock(task_id, request.auth)

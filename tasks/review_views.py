@@ -20,7 +20,7 @@ from scenarios.models import SynthesisRun
 
 from . import charts, review
 from .filters import TaskFilter
-from .models import AuditEvent, RejectReason, ReviewLock, ReviewState, Task, TaskStatus, Verdict
+from .models import AuditEvent, RejectReason, ReviewLock, ReviewState, Task, TaskStatus, ReviewVerdict
 
 AUDIT_PAGE = 50
 
@@ -53,11 +53,11 @@ def panel_context(request, task) -> dict:
     ctx = {
         "task": task,
         "decisions": review.history(task),
-        "verdicts": Verdict.choices,
+        "verdicts": ReviewVerdict.choices,
         "reasons": RejectReason.choices,
         "can_decide": can_review(user) and task.current_version_id is not None,
         "may_force": is_admin(user) and task.status != TaskStatus.VALIDATED,
-        "approve_refusal": review.refusal(task, Verdict.APPROVE, user=user) if can_review(user) else None,
+        "approve_refusal": review.refusal(task, ReviewVerdict.APPROVE, user=user) if can_review(user) else None,
         "lock": review.lock_of(task),
         "content_hash": task.current_version.content_hash if task.current_version_id else "",
         "queue": queue,
@@ -202,12 +202,12 @@ def bulk(request):
     verdict = data.get("verdict", "") or request.GET.get("verdict", "")
     reason, comment = data.get("decision_reason", ""), data.get("comment", "")
     query = task_filter.query_string(with_view=False)
-    context = {"task_filter": task_filter, "query": query, "verdict": verdict, "verdicts": Verdict.choices,
+    context = {"task_filter": task_filter, "query": query, "verdict": verdict, "verdicts": ReviewVerdict.choices,
                "reasons": RejectReason.choices, "reason": reason, "comment": comment,
                "list_url": f"{reverse('tasks:list')}?{query}" if query else reverse("tasks:list")}
-    if verdict not in Verdict.values:
+    if verdict not in ReviewVerdict.values:
         if verdict:
-            messages.error(request, f"verdict: expected one of {', '.join(Verdict.values)}")
+            messages.error(request, f"verdict: expected one of {', '.join(ReviewVerdict.values)}")
         return render(request, "tasks/bulk.html", context)
     if request.method == "POST" and data.get("confirm"):
         expected = data.get("expected", "")
@@ -220,13 +220,13 @@ def bulk(request):
             messages.error(request, str(exc))
         else:
             skipped = sum(result.skipped.values())
-            messages.success(request, f"{Verdict(verdict).label}: {result.decided} task{'s' if result.decided != 1 else ''}"
+            messages.success(request, f"{ReviewVerdict(verdict).label}: {result.decided} task{'s' if result.decided != 1 else ''}"
                                       f" decided, {skipped} skipped (audit entry #{result.event.pk}; it can be undone).")
             return redirect(f"{reverse('tasks:audit')}?action={review.BULK_DECIDE}")
     elif request.method == "POST":
         messages.error(request, "Tick the confirmation to apply the decision.")
     context["plan"] = review.plan_bulk(task_filter, verdict=verdict)
-    context["verdict_label"] = Verdict(verdict).label
+    context["verdict_label"] = ReviewVerdict(verdict).label
     context["needs_reason"] = verdict in review.REASON_REQUIRED
     context["action_url"] = f"{reverse('tasks:bulk')}?{urlencode([('verdict', verdict)])}{'&' + query if query else ''}"
     return render(request, "tasks/bulk.html", context)

@@ -1,6 +1,7 @@
+"""Response schemas of the tasks API (tasks.api); they read the ORM objects the routes return."""
 from datetime import datetime
 
-from ninja import Schema
+from ninja import Field, Schema
 
 
 class TaskOut(Schema):
@@ -13,7 +14,7 @@ class TaskOut(Schema):
     scenario_id: int | None = None
     imported: bool
     current_version_id: int | None = None
-    current_hash: str | None = None
+    current_hash: str | None = Field(None, alias="current_version.content_hash")
     discard_reason: str
     message: str
     created_at: datetime
@@ -71,6 +72,14 @@ class VersionOut(Schema):
     files: list[str]
     validations: list[ValidationOut]
 
+    @staticmethod
+    def resolve_files(version) -> list[str]:
+        return sorted(version.files)
+
+    @staticmethod
+    def resolve_validations(version):
+        return version.validations.order_by("id").prefetch_related("trials__tests")
+
 
 class RepairOut(Schema):
     id: int
@@ -107,6 +116,14 @@ class TaskDetailOut(TaskOut):
     environment: EnvironmentOut | None = None
     versions: list[VersionOut]
     repairs: list[RepairOut]
+
+    @staticmethod
+    def resolve_versions(task):
+        return task.versions.order_by("number")
+
+    @staticmethod
+    def resolve_repairs(task):
+        return task.repairs.order_by("number")
 
 
 class FunnelRowOut(Schema):

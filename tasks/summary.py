@@ -16,12 +16,22 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from .models import Decision, LabelKind, ReviewState, Task, TaskLabel, Trajectory, TrajectoryStatus, TrialKind, Verdict
+from .models import (
+    Decision,
+    LabelKind,
+    ReviewState,
+    ReviewVerdict,
+    Task,
+    TaskLabel,
+    Trajectory,
+    TrajectoryStatus,
+    TrialKind,
+)
 
 FAMILIES_FILE = Path(__file__).resolve().parent / "families.json"
 
-_STATE_OF_VERDICT = {Verdict.APPROVE: ReviewState.APPROVED, Verdict.REJECT: ReviewState.REJECTED,
-                     Verdict.NEEDS_FIX: ReviewState.NEEDS_FIX}
+_STATE_OF_VERDICT = {ReviewVerdict.APPROVE: ReviewState.APPROVED, ReviewVerdict.REJECT: ReviewState.REJECTED,
+                     ReviewVerdict.NEEDS_FIX: ReviewState.NEEDS_FIX}
 
 
 def standing_decision(task: Task) -> Decision | None:
@@ -72,7 +82,7 @@ def refresh_summary(task_or_id: Task | int) -> Task:
 def families() -> dict[str, str]:
     """Category slug (fine-grained or top-level) -> task family. FACET_TASK_FAMILIES names a JSON
     file with the same shape as tasks/families.json to use another mapping."""
-    path = Path(getattr(settings, "FACET_TASK_FAMILIES", "") or FAMILIES_FILE)
+    path = Path(settings.FACET_TASK_FAMILIES or FAMILIES_FILE)
     if not path.is_file():
         return {}
     data = json.loads(path.read_text())

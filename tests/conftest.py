@@ -103,31 +103,15 @@ def database_url() -> str:
 @pytest.fixture
 def celery_worker(transactional_db, tmp_path):
     """A real Celery worker process on the configured broker, serving the default and LLM queues."""
-    import signal
-    import subprocess
-    import sys
-
     from django.conf import settings
 
+    from tests.workers import WorkerProcess, worker_env
+
     # the broker folder was fixed when settings loaded; the worker must use the same one
-    env = dict(os.environ, DATABASE_URL=database_url(), DJANGO_SETTINGS_MODULE="facet_site.test_settings",
-               FACET_DATA_DIR=str(settings.BROKER_DIR.parent))
-    log_path = tmp_path / "worker.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "facet_site.cli", "worker", "-Q", "default,llm", "-c", "1", "-l", "INFO",
-         "-n", f"test-{os.getpid()}@%h"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    proc.log_tail = lambda: log_path.read_text()[-4000:]
-    yield proc
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    log.close()
+    worker = WorkerProcess(name=f"test-{os.getpid()}", queues="default,llm", log_path=tmp_path / "worker.log",
+                           env=worker_env(settings.BROKER_DIR.parent))
+    yield worker
+    worker.stop()
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -141,12 +125,14 @@ def docker_engine_with_base_image():
     """A Docker client whose engine has facet's base image, built first when missing (on a fresh
     machine no earlier test or command has built it). Without an engine, or when the build fails,
     the test skips — or fails under FACET_REQUIRE_DOCKER=1, so CI cannot skip Docker tests."""
+    from django.conf import settings
+
     from facet_site.lib import docker_engine as de
 
     required = os.environ.get("FACET_REQUIRE_DOCKER") == "1"
     try:
-        client = de.connect()
-        de.ensure_base_image(client)
+        client = de.connect(settings.DOCKER_HOST)
+        de.ensure_base_image(client, data_dir=settings.DATA_DIR)
     except de.DockerEngineError as exc:
         (pytest.fail if required else pytest.skip)(f"{exc}")
     return client

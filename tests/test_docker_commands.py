@@ -2,6 +2,7 @@
 import os
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 
 from facet_site.lib import docker_engine as de
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.docker
 @pytest.fixture
 def engine():
     try:
-        client = de.connect()
+        client = de.connect(settings.DOCKER_HOST)
     except de.EngineUnavailable as exc:
         if os.environ.get("FACET_REQUIRE_DOCKER") == "1":
             pytest.fail(str(exc))

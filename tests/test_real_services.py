@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -31,10 +30,10 @@ import pytest
 
 from facet_site.lib import docker_engine as de
 from tests.conftest import docker_engine_with_base_image
+from tests.workers import REPO, WorkerProcess
 
 pytestmark = pytest.mark.docker
 
-REPO = Path(__file__).resolve().parent.parent
 POSTGRES = os.environ.get("FACET_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432")
 REDIS = os.environ.get("FACET_TEST_REDIS", "redis://127.0.0.1:6379")
 REDIS_DB = 13  # no other test or tool of this project uses it
@@ -113,20 +112,16 @@ def descendants(pid: int) -> set[int]:
 class Workers:
     def __init__(self, env: dict, logs: Path):
         self.env, self.logs = env, logs
-        self.procs: dict[str, subprocess.Popen] = {}
+        self.procs: dict[str, WorkerProcess] = {}
         self.pids: set[int] = set()
         self.tag = uuid.uuid4().hex[:8]
 
     def start(self, name: str, queues: str, **env) -> None:
-        log = open(self.logs / f"{name}.log", "w")
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "facet_site.cli", "worker", "-Q", queues, "-c", "2", "--no-beat", "-l", "INFO",
-             "-n", f"{name}-{self.tag}@%h"],
-            cwd=REPO, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+        self.procs[name] = WorkerProcess(name=f"{name}-{self.tag}", queues=queues, log_path=self.logs / f"{name}.log",
+                                         env={**self.env, **env}, concurrency=2, beat=False)
 
     def log(self, name: str) -> str:
-        return (self.logs / f"{name}.log").read_text(errors="replace")
+        return self.procs[name].log()
 
     def wait_ready(self, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
@@ -138,19 +133,17 @@ class Workers:
 
     def stop(self) -> None:
         for proc in self.procs.values():
+            # remembered before they exit: the sandboxes they owned are labelled with their pids
             self.pids |= {proc.pid} | descendants(proc.pid)
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
+            proc.terminate()
         for proc in self.procs.values():
-            try:
-                proc.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+            proc.wait(timeout=90)
 
     def remove_sandboxes(self) -> int:
         """Sandboxes owned by the workers' processes (owner labels start with host:pid); normally none."""
-        client = de.connect()
+        from django.conf import settings
+
+        client = de.connect(settings.DOCKER_HOST)
         try:
             host = socket.gethostname()
             return sum(de.cleanup_leftovers(client, owner_prefix=f"{host}:{pid}:") for pid in self.pids)
@@ -166,8 +159,8 @@ django.setup()
 from django.db import connection
 from django.db.models import Count
 from scenarios.models import LLMCall, SynthesisRun
-from scenarios.scripted_demo_tasks import BY_SKILLS
-from tasks import services
+from demo.scripted_tasks import BY_SKILLS
+from tasks.funnel import funnel
 from tasks.models import RolloutBatch, Task
 
 run = SynthesisRun.objects.get(name="demo")
@@ -191,7 +184,7 @@ for task in Task.objects.filter(run=run).select_related("environment", "scenario
 batch = RolloutBatch.objects.get(run=run)
 print(json.dumps({
     "vendor": connection.vendor, "run_status": run.status,
-    "funnel": {row["stage"]: row["count"] for row in services.funnel(run)},
+    "funnel": {row["stage"]: row["count"] for row in funnel(run)},
     "tasks": tasks,
     "batch": {"status": batch.status, "model": batch.model, "attempts": batch.attempts,
               "trajectories": batch.trajectories.count(), "passed": batch.trajectories.filter(passed=True).count(),

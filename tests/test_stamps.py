@@ -2,7 +2,7 @@
 import re
 
 from scenarios.models import RunStatus, Stage, SynthesisRun
-from tasks import services
+from tasks.funnel import funnel
 from tasks.models import Task, TaskStatus
 
 
@@ -10,9 +10,9 @@ def test_the_funnel_follows_a_task_that_moves(db, settings):
     settings.FACET_PAGE_CACHE_S = 60
     run = SynthesisRun.objects.create(name="r", status=RunStatus.SUCCEEDED, stage=Stage.DONE)
     task = Task.objects.create(name="t", run=run, status=TaskStatus.VALIDATING)
-    count = lambda: {r["stage"]: r["count"] for r in services.funnel(run)}["final_validated"]  # noqa: E731
+    count = lambda: {r["stage"]: r["count"] for r in funnel(run)}["final_validated"]  # noqa: E731
     assert count() == 0 and count() == 0  # the second answer comes from the cache
-    services._move(task, "done", status=TaskStatus.VALIDATED)
+    task.move_to("done", status=TaskStatus.VALIDATED)
     assert count() == 1
 
 
@@ -36,3 +36,23 @@ def test_the_taxonomy_follows_an_override(client_as, tmp_path, settings):
     assert page() == before
     skill_services.override_category(skill=skill, category=target, user=None)
     assert page() != before
+
+
+def test_a_cache_with_a_time_limit_of_its_own_ignores_the_page_setting(db, settings):
+    from django.core.cache import cache
+
+    from facet_site import stamps
+
+    cache.clear()
+    settings.FACET_PAGE_CACHE_S = 0
+    calls: list[int] = []
+
+    def compute():
+        calls.append(1)
+        return len(calls)
+
+    assert stamps.cached("t", stamps.ANALYTICS_STAMP, compute, ttl=60) == 1
+    assert stamps.cached("t", stamps.ANALYTICS_STAMP, compute, ttl=60) == 1  # kept: its own limit
+    assert stamps.cached("t", stamps.ANALYTICS_STAMP, compute) == 2  # the page setting, 0: computed again
+    assert stamps.cached("t", stamps.ANALYTICS_STAMP, compute, ttl=0) == 3
+    cache.clear()

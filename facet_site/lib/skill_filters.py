@@ -34,6 +34,9 @@ Keeping false positives low, simply and explainably:
 
 Evidence is the matched text (short) and the 1-based line in SKILL.md (or in the supporting file
 named by `Finding.path`); line 0 means the finding is not tied to one line.
+
+Not split (~610 lines): each rule's pattern and the pass that guards it against
+false positives (`_cautioned`, the account and secret checks) are read and changed together.
 """
 from __future__ import annotations
 

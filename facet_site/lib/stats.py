@@ -8,11 +8,10 @@ instead is biased low for small n, which is exactly our case (a handful of rollo
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 from scipy.stats import norm
 
-__all__ = ["pass_at_k", "mean_pass_at_k", "wilson_interval"]
+__all__ = ["pass_at_k", "wilson_interval"]
 
 
 def _check_int(name: str, value: object) -> int:
@@ -45,17 +44,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     for i in range(n - c + 1, n + 1):
         failing_draws *= 1.0 - k / i
     return 1.0 - failing_draws
-
-
-def mean_pass_at_k(per_task: Iterable[tuple[int, int]], k: int) -> float:
-    """The benchmark's pass@k: the mean over tasks of pass_at_k(n, c, k), per_task holding one
-    (n, c) pair per task. Every task needs n >= k (ValueError otherwise: silently dropping or
-    clamping tasks with fewer attempts would change what the number means); an empty list is a
-    ValueError too, since there is no meaningful mean of nothing."""
-    values = [pass_at_k(n, c, k) for n, c in per_task]
-    if not values:
-        raise ValueError("mean_pass_at_k needs at least one task")
-    return math.fsum(values) / len(values)
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:

@@ -1,3 +1,4 @@
+"""Template filters and tags shared by every app's pages (percentages, <option> lists)."""
 from django import template
 
 register = template.Library()

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from docker.errors import APIError, NotFound
+from django.conf import settings
+from docker.errors import APIError, ImageNotFound, NotFound
 
 from facet_site.lib import docker_engine as de
 
@@ -34,7 +35,7 @@ def _remove_leftovers():
     """Whatever this module's sandboxes left behind goes, even after a failed test."""
     yield
     try:
-        engine = de.connect()
+        engine = de.connect(settings.DOCKER_HOST)
     except de.EngineUnavailable:
         return
     de.cleanup_leftovers(engine, owner=OWNER)
@@ -84,6 +85,35 @@ def test_connect_names_the_unreachable_engine():
     assert str(info.value) == (
         "Docker engine not reachable at unix:///nonexistent/docker.sock; see README (Docker)")
     assert isinstance(info.value, de.TransientEngineError)
+
+
+def test_the_engine_is_the_one_named_not_the_environments(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/from-the-environment.sock")
+    assert de.engine_url(None) == de.engine_url("") == "unix:///var/run/docker.sock"
+    assert de.engine_url("tcp://engine.example:2375") == "tcp://engine.example:2375"
+    with pytest.raises(de.EngineUnavailable) as info:
+        de.connect("unix:///nonexistent/named.sock")
+    assert info.value.url == "unix:///nonexistent/named.sock"
+
+
+def test_the_base_image_lock_lives_in_the_data_dir_it_is_given(tmp_path):
+    class Images:
+        """Missing at the first look, there at the second: another worker built it meanwhile."""
+        looks = 0
+
+        def get(self, ref):
+            self.looks += 1
+            if self.looks == 1:
+                raise ImageNotFound(ref)
+            return f"image {ref}"
+
+    client = type("Client", (), {"images": Images()})()
+    data_dir = tmp_path / "data"
+    assert de.ensure_base_image(client, "facet-base:test", data_dir=data_dir) == (
+        "image facet-base:test")
+    assert (data_dir / "base-image.lock").is_file()
+    with pytest.raises(TypeError):
+        de.ensure_base_image(client, "facet-base:test")  # no data_dir: no hidden default
 
 
 def test_errors_split_into_transient_and_permanent():

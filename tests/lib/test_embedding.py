@@ -50,7 +50,7 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def cache_dir(data_dir) -> Path:
-    # Same layout as the default ($FACET_DATA_DIR/models) so get_embedder can reuse the export.
+    # Shared with get_embedder's tests so they reuse the export.
     return data_dir / "models"
 
 
@@ -60,8 +60,8 @@ def texts() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def torch_emb() -> Embedder:
-    return Embedder("torch")
+def torch_emb(cache_dir) -> Embedder:
+    return Embedder("torch", cache_dir=cache_dir)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_rejects_a_bare_string_and_unknown_backend(int8_emb):
     with pytest.raises(TypeError):
         int8_emb.encode("a single string")
     with pytest.raises(ValueError):
-        Embedder("tensorflow")
+        Embedder("tensorflow", cache_dir=Path("/nonexistent"))
 
 
 def test_onnx_matches_torch(vecs):
@@ -192,15 +192,26 @@ def test_concurrent_builders_build_once(tmp_path, int8_emb):
     assert [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []
 
 
-def test_get_embedder_is_cached_and_follows_env(data_dir, int8_emb, monkeypatch):
-    monkeypatch.setenv("FACET_DATA_DIR", str(data_dir))
-    monkeypatch.setenv("FACET_EMBEDDING_BACKEND", "onnx")
+def test_get_embedder_is_one_cache_per_backend_and_directory(cache_dir, int8_emb, monkeypatch):
     monkeypatch.setattr(embedding, "_embedders", {})
-    emb = get_embedder()
-    assert emb.backend == "onnx" and emb.cache_dir == data_dir / "models"
-    assert get_embedder() is emb and get_embedder("onnx") is emb
-    monkeypatch.delenv("FACET_EMBEDDING_BACKEND")
-    assert get_embedder().backend == "onnx-int8"
+    emb = get_embedder(backend="onnx", models_dir=cache_dir)
+    assert emb.backend == "onnx" and emb.cache_dir == cache_dir
+    assert get_embedder(backend="onnx", models_dir=str(cache_dir)) is emb
+    int8 = get_embedder(backend="onnx-int8", models_dir=cache_dir)
+    assert int8.backend == "onnx-int8" and int8 is not emb
+    assert get_embedder(backend="onnx-int8", models_dir=cache_dir) is int8
+
+
+def test_get_embedder_reads_no_environment(cache_dir, monkeypatch):
+    monkeypatch.setattr(embedding, "_embedders", {})
+    monkeypatch.setenv("FACET_EMBEDDING_BACKEND", "tensorflow")
+    monkeypatch.setenv("FACET_DATA_DIR", "/nonexistent")
+    with pytest.raises(TypeError):
+        get_embedder()  # the caller names both: no environment fallback
+    with pytest.raises(ValueError, match="tensorflow"):
+        get_embedder(backend="tensorflow", models_dir=cache_dir)
+    with pytest.raises(TypeError):
+        Embedder("onnx")  # likewise the cache directory
 
 
 def test_warm_onnx_backend_does_not_import_torch(int8_emb, cache_dir):

@@ -1,4 +1,5 @@
-"""Harbor task format: write/read round trips, hashing, TB1 conversion, errors, lint, results import."""
+"""Harbor task format: write/read round trips, hashing, TB1 conversion, errors, lint.
+(Verifier output: test_verifier_output.py; job import: test_harbor_results.py.)"""
 from __future__ import annotations
 
 import hashlib
@@ -11,23 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from facet_site.lib import harbor
 from facet_site.lib.harbor import (
-    JobFormatError,
-    ReportParseError,
     TaskBundle,
     TaskConfig,
     TaskFormatError,
-    TestCase,
     canonical_task_toml,
     content_hash,
     lint_task,
-    parse_reward,
-    parse_rewards,
-    parse_test_results,
     read_dataset,
-    read_job_dir,
     read_task_dir,
+    task_dir,
     write_task_dir,
 )
 
@@ -187,7 +181,7 @@ def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
             raise OSError("disk full")
         real_chmod(path, mode)
 
-    monkeypatch.setattr(harbor.os, "chmod", failing_chmod)
+    monkeypatch.setattr(task_dir.os, "chmod", failing_chmod)
     with pytest.raises(OSError, match="disk full"):
         write_task_dir(good_bundle(), tmp_path / "t")
     monkeypatch.undo()
@@ -606,171 +600,6 @@ def test_lint_reports_bad_typed_config_instead_of_raising():
     b = good_bundle()
     b.config.verifier_timeout_sec = "soon"
     assert [f.rule for f in lint_task(b)] == ["invalid-task-config"]
-
-
-# ---- verifier output -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("logs,expected", [
-    ({"reward.txt": b"1\n"}, 1.0),
-    ({"reward.txt": b" 0.25 "}, 0.25),
-    ({"verifier/reward.txt": b"0"}, 0.0),
-    ({"reward.json": b'{"reward": 0.5, "accuracy": 0.9}'}, 0.5),
-    ({"reward.json": b'{"reward": 0.5}', "reward.txt": b"1"}, 0.5),  # json first (current Harbor)
-    ({"reward.json": b'{"accuracy": 0.9}', "reward.txt": b"1"}, 1.0),  # txt merged in as "reward"
-    ({"reward.json": b'{"accuracy": 0.9}'}, 0.9),  # the only metric
-    ({"reward.json": b'{"a": 0.9, "b": 0.1}'}, None),
-    ({"reward.json": b'{"reward": true}'}, None),  # booleans are dropped
-    ({"reward.json": b"[1]", "reward.txt": b"0"}, 0.0),
-    ({"reward.txt": b""}, None),
-    ({"reward.txt": b"passed"}, None),
-    ({"reward.txt": b"nan"}, None),
-    ({}, None),
-])
-def test_parse_reward(logs, expected):
-    assert parse_reward(logs) == expected
-
-
-def test_parse_rewards_multi_metric():
-    assert parse_rewards({"reward.json": b'{"reward": 1, "runtime_sec": 1.5, "ok": true, "name": "x"}'}) == \
-        {"reward": 1.0, "runtime_sec": 1.5}
-
-
-JUNIT = b"""<?xml version="1.0" encoding="utf-8"?>
-<testsuites><testsuite name="pytest" tests="4">
-<testcase classname="tests.test_state" name="test_ok" time="0.01"/>
-<testcase classname="tests.test_state" name="test_bad"><failure message="assert 1 == 2">trace</failure></testcase>
-<testcase classname="tests.test_state" name="test_boom"><error message="fixture error"/></testcase>
-<testcase name="test_skip"><skipped message="no gpu"/></testcase>
-</testsuite></testsuites>"""
-
-CTRF = {"results": {"tool": {"name": "pytest"}, "summary": {"tests": 3},
-                    "tests": [{"name": "test_outputs.py::test_a", "status": "passed", "duration": 1},
-                              {"name": "test_outputs.py::test_b", "status": "failed", "message": "AssertionError"},
-                              {"name": "test_outputs.py::test_c", "status": "pending"}]}}
-
-
-def test_parse_junit_and_ctrf():
-    cases = parse_test_results({"junit.xml": JUNIT, "ctrf.json": json.dumps(CTRF).encode(),
-                                "reward.json": b'{"reward": 1}', "other.json": b"[]"})
-    assert cases == [
-        TestCase("test_outputs.py::test_a", "passed", ""),
-        TestCase("test_outputs.py::test_b", "failed", "AssertionError"),
-        TestCase("test_outputs.py::test_c", "skipped", ""),
-        TestCase("tests.test_state::test_ok", "passed", ""),
-        TestCase("tests.test_state::test_bad", "failed", "assert 1 == 2"),
-        TestCase("tests.test_state::test_boom", "error", "fixture error"),
-        TestCase("test_skip", "skipped", "no gpu"),
-    ]
-
-
-BOMB = b"""<?xml version="1.0"?>
-<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
-<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>
-<testsuite><testcase name="&lol3;"/></testsuite>"""
-
-XXE = b"""<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x SYSTEM "file:///etc/passwd">]><testsuite><testcase name="&x;"/></testsuite>"""
-
-
-@pytest.mark.parametrize("data,fragment", [
-    (b"<testsuite><testcase name='a'></testsuite>", "malformed XML"),
-    (b"", "malformed XML"),
-    (b"<html><body/></html>", "not a JUnit report"),
-    (BOMB, "DOCTYPE"),
-    (XXE, "DOCTYPE"),
-    (BOMB.decode().replace('<?xml version="1.0"?>', '<?xml version="1.0" encoding="utf-16"?>').encode("utf-16"), "DOCTYPE"),
-    (b"<testsuite><testcase name='&undefined;'/></testsuite>", "malformed XML"),
-])
-def test_junit_rejects_malformed_and_entity_expansion(data, fragment):
-    with pytest.raises(ReportParseError) as err:
-        parse_test_results({"verifier/junit.xml": data})
-    assert err.value.file == "verifier/junit.xml" and fragment in str(err.value)
-
-
-@pytest.mark.parametrize("data", [b"{not json", b'{"results": {"tests": "nope"}}', b'{"results": {"tests": [{"name": 1}]}}'])
-def test_ctrf_rejects_malformed(data):
-    with pytest.raises(ReportParseError, match="ctrf.json"):
-        parse_test_results({"ctrf.json": data})
-
-
-# ---- job import ------------------------------------------------------------------------------------
-
-
-def trial_result(**overrides) -> dict:
-    data = {
-        "id": "7d3c", "task_name": "hello-file", "trial_name": "hello-file__aB3dE9x", "trial_uri": "file:///x",
-        "task_id": {"path": "tasks/hello-file"}, "source": None, "task_checksum": "deadbeef",
-        "agent_info": {"name": "claude-code", "version": "1.0.3", "model_info": {"name": "claude-opus-4-1",
-                                                                               "provider": "anthropic"}},
-        "agent_result": {"n_input_tokens": 1200, "n_cache_tokens": 0, "n_output_tokens": 340, "cost_usd": 0.12},
-        "verifier_result": {"rewards": {"reward": 1.0}, "statistics": None},
-        "exception_info": None,
-        "started_at": "2026-06-17T12:00:00.000001Z", "finished_at": "2026-06-17T12:05:00+00:00",
-    }
-    data.update(overrides)
-    return data
-
-
-def make_trial(job: Path, name: str, result, *, verifier: dict[str, bytes] | None = None) -> None:
-    tdir = job / name
-    (tdir / "verifier").mkdir(parents=True)
-    if result is not None:
-        (tdir / "result.json").write_text(result if isinstance(result, str) else json.dumps(result))
-    for rel, data in (verifier or {}).items():
-        (tdir / "verifier" / rel).write_bytes(data)
-
-
-def test_read_job_dir(tmp_path):
-    job = tmp_path / "2026-06-17__12-00-00"
-    job.mkdir()
-    (job / "result.json").write_text('{"id": "job", "stats": {}}')
-    (job / "config.json").write_text("{}")
-    make_trial(job, "hello-file__aB3dE9x", trial_result(),
-               verifier={"test-stdout.txt": b"1 passed\n", "ctrf.json": json.dumps(CTRF).encode(), "reward.txt": b"1"})
-    make_trial(job, "hello-file__timeout", trial_result(
-        trial_name="hello-file__timeout", verifier_result=None, agent_result=None, finished_at=None,
-        exception_info={"exception_type": "AgentTimeoutError", "exception_message": "took too long",
-                        "exception_traceback": "", "occurred_at": "2026-06-17T12:04:00"}))
-    make_trial(job, "hello-file__truncated", '{"task_name": "hello-file", "trial_na')
-    make_trial(job, "hello-file__running", None)
-    make_trial(job, "hello-file__oddtypes", trial_result(
-        trial_name="hello-file__oddtypes", started_at="yesterday",
-        agent_result={"n_input_tokens": "many", "n_output_tokens": 5, "cost_usd": None}),
-        verifier={"junit.xml": BOMB})
-    make_trial(job, "hello-file__noname", {"trial_name": "x"})
-
-    results, errors = read_job_dir(job)
-    by_name = {r.trial_name: r for r in results}
-    assert sorted(by_name) == ["hello-file__aB3dE9x", "hello-file__oddtypes", "hello-file__timeout"]
-
-    ok = by_name["hello-file__aB3dE9x"]
-    assert (ok.task_name, ok.task_checksum, ok.agent_name, ok.agent_version) == \
-        ("hello-file", "deadbeef", "claude-code", "1.0.3")
-    assert ok.model == "anthropic/claude-opus-4-1" and ok.reward == 1.0 and ok.exception is None
-    assert (ok.tokens_in, ok.tokens_out, ok.cost) == (1200, 340, 0.12)
-    assert ok.started_at.year == 2026 and ok.finished_at.minute == 5
-    assert ok.verifier_stdout == "1 passed\n" and len(ok.test_results) == 3
-
-    timeout = by_name["hello-file__timeout"]
-    assert timeout.reward is None and timeout.effective_reward == 0.0 and timeout.exception == "AgentTimeoutError"
-    assert timeout.exception_message == "took too long" and timeout.tokens_in is None and timeout.finished_at is None
-
-    odd = by_name["hello-file__oddtypes"]
-    assert odd.tokens_in is None and odd.tokens_out == 5 and odd.started_at is None and odd.test_results == []
-
-    text = {(e.trial, e.file, e.field): e.message for e in errors}
-    assert any(k[0] == "hello-file__truncated" and "invalid JSON" in v for k, v in text.items())
-    assert any(k[0] == "hello-file__running" and "missing" in v for k, v in text.items())
-    assert ("hello-file__noname", "result.json", "task_name") in text
-    assert ("hello-file__oddtypes", "result.json", "agent_result.n_input_tokens") in text
-    assert ("hello-file__oddtypes", "result.json", "started_at") in text
-    assert any(k[:2] == ("hello-file__oddtypes", "verifier/junit.xml") and "DOCTYPE" in v for k, v in text.items())
-    assert all(isinstance(e, JobFormatError) and str(e).startswith(e.trial + "/") for e in errors)
-
-
-def test_read_job_dir_missing_path(tmp_path):
-    results, errors = read_job_dir(tmp_path / "nope")
-    assert results == [] and "not a directory" in str(errors[0])
 
 
 def test_typed_fields_win_over_extra_duplicates(tmp_path):

@@ -520,3 +520,16 @@ def test_prompt_loader_picks_the_highest_version_and_renders_safely():
         load_prompt(prompts, "summarize", version="v7")
     with pytest.raises(PromptError, match="no prompt files"):
         load_prompt(prompts, "nonexistent")
+
+
+def test_overrides_are_laid_over_settings_by_one_function(tmp_path):
+    base = LLMSettings(base_url="http://gpu-box:8000/v1", model="qwen3-32b", max_tokens=2048)
+    run = base.overlaid({"model": "small", "cassette_path": tmp_path / "c.jsonl", "max_tokens": "none",
+                         "timeout": "30"}, source="the run's llm settings")
+    assert (run.base_url, run.model, run.cassette_path, run.max_tokens, run.timeout) == (
+        "http://gpu-box:8000/v1", "small", str(tmp_path / "c.jsonl"), None, 30.0)
+    assert base.overlaid({}, source="nothing") is base and base.model == "qwen3-32b"
+    with pytest.raises(LLMConfigError, match="the run's llm settings sets unknown field"):
+        base.overlaid({"cassette": "x"}, source="the run's llm settings")
+    # a stage's profile goes through the same function
+    assert base.for_stage("judge", {"judge": {"timeout": "30"}}) == base.overlaid({"timeout": 30}, source="x")

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from facet_site.lib import docker_engine as de
 from facet_site.lib import rollout as ro
+from facet_site.lib import shell_commands
 from facet_site.lib.llm import CallRecord, InvalidOutput, LLMClient, LLMSettings, PermanentLLMError
 from facet_site.lib.llm.jsonout import JSONNotFound, describe_error, parse_structured
 from facet_site.lib.llm.records import StructuredResult
@@ -76,7 +77,7 @@ def _remove_leftovers():
     """Whatever this module's sandboxes left behind goes, even after a failed test."""
     yield
     try:
-        engine = de.connect()
+        engine = de.connect(os.environ.get("DOCKER_HOST"))
     except de.EngineUnavailable:
         return
     # Each rollout labels its sandbox f"{OWNER}:rollout:<id>"; cleanup_leftovers matches
@@ -151,7 +152,7 @@ def turn(*commands: str | tuple[str, float], complete: bool = False, analysis: s
     return {"analysis": analysis, "plan": plan, "commands": cmds, "task_complete": complete}
 
 
-def rollout(client, image_tag, task_dir, llm, **kwargs) -> ro.Trajectory:
+def rollout(client, image_tag, task_dir, llm, **kwargs) -> ro.AgentRun:
     kwargs.setdefault("max_turns", 8)
     kwargs.setdefault("limits", SMALL)
     return ro.run_rollout(client, image_tag=image_tag, task_dir=task_dir, llm=llm,
@@ -198,7 +199,7 @@ def test_scripted_success_observe_act_complete_confirm(client, image_tag, task_d
     assert traj.turns[0].tokens_in == 100
     assert traj.total_seconds > 0 and traj.verifier_seconds > 0
     assert traj.tampering == []
-    assert json.loads(ro.trajectory_json(traj))["stop_reason"] == "completed"
+    assert json.loads(ro.agent_run_json(traj))["stop_reason"] == "completed"
     assert _own_sandboxes(client) == []
 
 
@@ -345,22 +346,22 @@ ACTIONS = [
 
 @pytest.mark.parametrize("cmd", OBSERVATIONS)
 def test_classify_observations(cmd):
-    assert ro.classify_command(cmd) == "observation"
+    assert shell_commands.classify_command(cmd) == "observation"
 
 
 @pytest.mark.parametrize("cmd", ACTIONS)
 def test_classify_actions(cmd):
-    assert ro.classify_command(cmd) == "action"
+    assert shell_commands.classify_command(cmd) == "action"
 
 
 def test_command_programs_and_turn_states():
-    assert ro.command_programs("cd /app && sudo grep -r x . | wc -l") == ["cd", "grep", "wc"]
-    assert ro.command_programs("ls | xargs -n1 rm") == ["ls", "rm"]
-    assert ro.command_programs("echo 'open") == []
-    assert ro.turn_state([]) == "none"
-    assert ro.turn_state(["observation", "observation"]) == "observation"
-    assert ro.turn_state(["action"]) == "action"
-    assert ro.turn_state(["observation", "action"]) == "mixed"
+    assert shell_commands.command_programs("cd /app && sudo grep -r x . | wc -l") == ["cd", "grep", "wc"]
+    assert shell_commands.command_programs("ls | xargs -n1 rm") == ["ls", "rm"]
+    assert shell_commands.command_programs("echo 'open") == []
+    assert shell_commands.turn_state([]) == "none"
+    assert shell_commands.turn_state(["observation", "observation"]) == "observation"
+    assert shell_commands.turn_state(["action"]) == "action"
+    assert shell_commands.turn_state(["observation", "action"]) == "mixed"
 
 
 def test_answer_schema_accepts_keystrokes_command_and_duration():

@@ -743,7 +743,7 @@ def test_socket_in_a_skill_is_skipped(tmp_path):
 
 
 def test_file_count_per_skill_is_capped(tmp_path, monkeypatch):
-    monkeypatch.setattr(skillformat, "_MAX_FILES_PER_SKILL", 3)
+    monkeypatch.setattr(skillformat.parse, "_MAX_FILES_PER_SKILL", 3)
     make_skill(tmp_path, "s", files={f"f{i}.txt": "x" for i in range(6)})
 
     [skill, problem] = list(discover(tmp_path))
@@ -755,14 +755,14 @@ def test_file_count_per_skill_is_capped(tmp_path, monkeypatch):
 def test_unreadable_skill_md_is_a_problem(tmp_path, monkeypatch):
     make_skill(tmp_path, "locked")
     make_skill(tmp_path, "open")
-    real = skillformat._read_regular
+    real = skillformat.parse._read_regular
 
     def deny(path, limit):
         if path.endswith(os.path.join("locked", "SKILL.md")):
             raise PermissionError(13, "Permission denied")
         return real(path, limit)
 
-    monkeypatch.setattr(skillformat, "_read_regular", deny)
+    monkeypatch.setattr(skillformat.parse, "_read_regular", deny)
 
     results = list(discover(tmp_path))
 
@@ -941,7 +941,7 @@ def test_record_caps(tmp_path):
 
 
 def test_shell_words_filter_out_non_commands():
-    words = skillformat._shell_words(
+    words = skillformat.markdown._shell_words(
         "$ npm install\nResult: ok\n{\n  \"json\": 1\n}\n1234\nYOUR_COMMAND\ncd /tmp && ls -la\n"
         "(cd sub; make)\ntime nohup node server.js &\n! grep -q x file\nenv A=1 uvx ruff check\n",
         prompt_only=False,

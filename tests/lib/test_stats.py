@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from facet_site.lib.stats import mean_pass_at_k, pass_at_k, wilson_interval
+from facet_site.lib.stats import pass_at_k, wilson_interval
 
 
 def _exact_pass_at_k(n: int, c: int, k: int) -> Fraction:
@@ -60,21 +60,6 @@ def test_pass_at_k_is_stable_where_the_binomials_overflow_a_float():
 def test_pass_at_k_rejects_bad_input(n, c, k, message):
     with pytest.raises(ValueError, match=message):
         pass_at_k(n, c, k)
-
-
-def test_mean_pass_at_k():
-    per_task = [(3, 1), (5, 2), (10, 0), (4, 4)]
-    assert mean_pass_at_k(per_task, 1) == pytest.approx((1 / 3 + 0.4 + 0.0 + 1.0) / 4)
-    assert mean_pass_at_k(per_task, 2) == pytest.approx(
-        (float(_exact_pass_at_k(3, 1, 2)) + 0.7 + 0.0 + 1.0) / 4)
-    assert mean_pass_at_k(iter([(2, 1)]), 1) == pytest.approx(0.5)  # any iterable
-
-
-def test_mean_pass_at_k_rejects_empty_and_too_few_attempts():
-    with pytest.raises(ValueError, match="at least one task"):
-        mean_pass_at_k([], 1)
-    with pytest.raises(ValueError, match="exceeds the number of attempts"):
-        mean_pass_at_k([(5, 1), (2, 1)], 3)
 
 
 def _wilson_by_hand(s: int, n: int, z: float) -> tuple[float, float]:

@@ -15,6 +15,7 @@ import pytest
 
 from facet_site.lib import docker_engine as de
 from facet_site.lib import validation as v
+from facet_site.lib.validation import partials
 
 pytestmark = pytest.mark.docker
 
@@ -32,7 +33,7 @@ def _remove_leftovers():
     """Whatever this module's sandboxes left behind goes, even after a failed test."""
     yield
     try:
-        engine = de.connect()
+        engine = de.connect(os.environ.get("DOCKER_HOST"))
     except de.EngineUnavailable:
         return
     de.cleanup_leftovers(engine, owner=OWNER)
@@ -323,39 +324,15 @@ def test_derive_partial_solutions_cuts_at_command_boundaries():
     solve = ("#!/bin/bash\nset -e\ncd /app\ncat > a.conf <<'EOF'\nx = 1\n\nif\nEOF\n"
              "if [ -f a.conf ]; then\n  cp a.conf b.conf\nfi\necho 'two\nlines' > c.txt\n"
              "touch d.txt\n")
-    partials = v.derive_partial_solutions(solve)
-    assert len(partials) == 3
-    for text in partials:
-        assert v._is_complete_shell(text), text
+    cuts = v.derive_partial_solutions(solve)
+    assert len(cuts) == 3
+    for text in cuts:
+        assert partials._is_complete_shell(text), text
         assert text.startswith("#!/bin/bash\nset -e\ncd /app\ncat > a.conf <<'EOF'\n")
         assert "touch d.txt" not in text
-    assert partials[0].endswith("lines' > c.txt\n# facet: partial solution, 3 of 4 commands\n")
-    assert "if [" not in partials[2] and "3 of 4" in partials[0]
+    assert cuts[0].endswith("lines' > c.txt\n# facet: partial solution, 3 of 4 commands\n")
+    assert "if [" not in cuts[2] and "3 of 4" in cuts[0]
     assert v.derive_partial_solutions("#!/bin/bash\nset -e\necho only\n") == []
-
-
-def test_results_files_are_parsed_and_entities_refused():
-    junit = (b'<?xml version="1.0"?><testsuites><testsuite><testcase classname="t" name="a" '
-             b'time="0.1"/><testcase classname="t" name="b"><failure message="boom">x'
-             b'</failure></testcase><testcase name="c"><skipped message="no"/></testcase>'
-             b'</testsuite></testsuites>')
-    assert v.parse_junit_xml(junit) == [
-        {"name": "t::a", "outcome": "passed", "message": "", "seconds": 0.1},
-        {"name": "t::b", "outcome": "failed", "message": "boom", "seconds": 0.0},
-        {"name": "c", "outcome": "skipped", "message": "no", "seconds": 0.0}]
-    bomb = b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><x>&a;</x>'
-    with pytest.raises(v.ResultsParseError):
-        v.parse_junit_xml(bomb)
-    ctrf = json.dumps({"results": {"tests": [
-        {"name": "t1", "status": "passed", "duration": 12},
-        {"name": "t2", "status": "failed", "message": "no"}]}}).encode()
-    assert [(t["name"], t["outcome"]) for t in v.parse_ctrf_json(ctrf)] == [
-        ("t1", "passed"), ("t2", "failed")]
-    assert v.parse_reward(b"1\n", None)[0] == 1.0
-    assert v.parse_reward(b"0", b'{"reward": 0.5, "acc": 1, "ok": true}')[:2] == (
-        0.5, {"reward": 0.5, "acc": 1.0})
-    assert v.parse_reward(b"", None)[2] == "reward.txt is empty"
-    assert v.parse_reward(b"nan", None)[0] is None
 
 
 # ---------------------------------------------------------------------------- bench

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from facet_site.lib.vector_index import VectorIndex, all_pairs_topk, near_duplicate_pairs
+from facet_site.lib.vector_index import VectorIndex
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -118,69 +118,3 @@ def test_auto_switches_to_hnsw_above_threshold(data):
     ids, x = data
     assert VectorIndex(ids, x, exact_max_n=1000).method == "hnsw"
     assert VectorIndex(ids, x, exact_max_n=5000).method == "flat"
-
-
-def test_all_pairs_topk_exact_and_approximate(data):
-    _, x = data
-    truth_rows, truth_scores = brute_topk(x, x, 10, exclude_rows=np.arange(len(x)))
-    rows, scores = all_pairs_topk(x, 10, batch_size=1000)
-    assert rows.shape == (len(x), 10) and scores.dtype == np.float32
-    assert not (rows == np.arange(len(x))[:, None]).any()  # never its own neighbour
-    assert recall(rows, truth_rows) >= 0.999  # exact, up to ties
-    np.testing.assert_allclose(scores, truth_scores, atol=1e-4)
-    rows_a, _ = all_pairs_topk(x, 10, method="hnsw")
-    assert not (rows_a == np.arange(len(x))[:, None]).any()
-    assert recall(rows_a, truth_rows) >= 0.95
-
-
-def test_all_pairs_with_exact_duplicates_never_returns_self():
-    x = clustered(50, dim=8)
-    x = np.vstack([x, x[:10]])  # rows 50..59 duplicate rows 0..9 (equal scores, either order)
-    rows, scores = all_pairs_topk(x, 3)
-    assert not (rows == np.arange(len(x))[:, None]).any()
-    assert list(rows[:10, 0]) == list(range(50, 60))
-    np.testing.assert_allclose(scores[:10, 0], 1.0, atol=1e-5)
-
-
-def _with_cosine(base: np.ndarray, cos: float, rng) -> np.ndarray:
-    """A unit vector whose cosine to unit vector `base` is exactly `cos`."""
-    r = rng.standard_normal(base.shape)
-    r -= (r @ base) * base
-    r /= np.linalg.norm(r)
-    return (cos * base + np.sqrt(1 - cos**2) * r).astype(np.float32)
-
-
-@pytest.mark.parametrize("method", ["flat", "ivf", "hnsw"])
-def test_near_duplicates_threshold(method):
-    rng = np.random.default_rng(3)
-    background = clustered(400, dim=32, clusters=200, spread=1.0, seed=5)
-    base = _unit(rng.standard_normal((1, 32)))[0]
-    near = [_with_cosine(base, c, rng) for c in (0.99, 0.97, 0.93, 0.80)]
-    x = np.vstack([base, *near, background])
-    ids = np.arange(len(x), dtype=np.int64) + 100
-    index = VectorIndex(ids, x, method=method, ivf_nlist=4, ivf_nprobe=4)
-
-    got = index.near_duplicates(base[None], 0.95, query_ids=[100])[0]
-    assert [i for i, _ in got] == [101, 102]  # 0.99, 0.97; self excluded; 0.93 below threshold
-    assert got[0][1] == pytest.approx(0.99, abs=1e-4)
-    with_self = index.near_duplicates(base[None], 0.95)[0]
-    assert with_self[0][0] == 100
-    lower = index.near_duplicates(base[None], 0.9, query_ids=[100])[0]
-    assert [i for i, _ in lower] == [101, 102, 103]
-    # The threshold is inclusive: a match exactly at the threshold score is kept.
-    exact_score = lower[-1][1]
-    assert [i for i, _ in index.near_duplicates(base[None], exact_score, query_ids=[100])[0]] == [
-        101, 102, 103]
-    assert index.near_duplicates(base[None], 0.9, query_ids=[100], max_neighbors=1)[0][0][0] == 101
-
-
-def test_near_duplicate_pairs_unique_and_sorted():
-    rng = np.random.default_rng(4)
-    a = _unit(rng.standard_normal((1, 24)))[0]
-    b = _unit(rng.standard_normal((1, 24)))[0]
-    x = np.vstack([a, _with_cosine(a, 0.98, rng), b, _with_cosine(b, 0.995, rng),
-                   clustered(100, dim=24, clusters=100, spread=1.0, seed=9)])
-    ids = np.arange(len(x)) * 10
-    pairs = near_duplicate_pairs(ids, x, 0.96)
-    assert [(p[0], p[1]) for p in pairs] == [(20, 30), (0, 10)]
-    assert pairs[0][2] == pytest.approx(0.995, abs=1e-4)

@@ -21,6 +21,7 @@ from scenarios.models import (
     SynthesisRun,
     WorkStatus,
 )
+from scenarios.run_config import DEFAULT_CONFIG
 from skills import services as skill_services
 from skills.models import Skill
 from tests.conftest import write_skill
@@ -70,7 +71,7 @@ def repo(corpus, users):
     csv, sqlite, xss = corpus["csv-dedupe"], corpus["sqlite-report"], corpus["html-report-writer"]
     run = SynthesisRun.objects.create(
         name=f"nightly {XSS}", created_by=users["reviewer"], status=RunStatus.SUCCEEDED, stage=Stage.DONE,
-        config=services.DEFAULT_CONFIG, message="All stages done.")
+        config=DEFAULT_CONFIG, message="All stages done.")
     for skill in (csv, sqlite, xss):
         RunSkill.objects.create(run=run, skill=skill, status=WorkStatus.DONE)
     hypothesis = ScenarioHypothesis.objects.create(

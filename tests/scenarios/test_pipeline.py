@@ -1,9 +1,11 @@
 """The four stages from ingested skills to reconstructed scenarios, over real HTTP and from a cassette."""
+import dataclasses
 import json
 
 import pytest
 
-from scenarios import scripted_llm, services
+from demo import scripted_llm
+from scenarios import pairs_jsonl, services
 from scenarios.models import (
     CandidatePair,
     Judgement,
@@ -16,6 +18,7 @@ from scenarios.models import (
     Stage,
     WorkStatus,
 )
+from scenarios.run_config import RunConfigError
 from skills import services as skill_services
 from skills.models import Skill
 from tests.conftest import DEMO_CORPUS
@@ -102,19 +105,15 @@ def test_invalid_model_output_fails_the_item_and_keeps_the_raw_response(corpus, 
     assert "failed item" in run.message
 
 
-def test_an_endpoint_that_is_down_leaves_a_clear_recorded_state(corpus, tmp_path):
+def test_an_endpoint_that_is_down_leaves_a_clear_recorded_state(corpus, tmp_path, settings):
     run = services.start_run(name="down", enqueue=False, config={
         "limits": {"max_pairs": 5}, "llm": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}})
     from facet_site.lib.llm import TransientLLMError
     item = RunSkill.objects.filter(run=run).first()
-    services.advance_run(run.pk, dispatch=lambda kind, i: None)  # queue the items without running them
-    import os
-    os.environ["FACET_LLM_MAX_RETRIES"] = "0"
-    try:
-        with pytest.raises(TransientLLMError):
-            services.extract_hypotheses(item.pk)
-    finally:
-        del os.environ["FACET_LLM_MAX_RETRIES"]
+    services.advance_run(run.pk)  # queue the items; their jobs wait for a commit that never comes here
+    settings.FACET_LLM = dataclasses.replace(settings.FACET_LLM, max_retries=0)
+    with pytest.raises(TransientLLMError):
+        services.extract_hypotheses(item.pk)
     item.refresh_from_db()
     assert item.status == WorkStatus.QUEUED and "127.0.0.1:9" in item.error  # back in the queue for a retry
     assert not ScenarioHypothesis.objects.filter(run=run).exists()
@@ -125,7 +124,7 @@ def test_a_redelivered_job_makes_no_duplicate_records(corpus, tmp_path):
     with scripted_llm.ScriptedLLMServer() as url:
         run = services.start_run(name="redeliver", enqueue=False, config={
             "llm": {"provider": "openai", "base_url": url, "model": "scripted"}})
-        services.advance_run(run.pk, dispatch=lambda kind, i: None)
+        services.advance_run(run.pk)
         item = RunSkill.objects.filter(run=run).first()
         assert services.extract_hypotheses(item.pk) == WorkStatus.DONE
         assert services.extract_hypotheses(item.pk) == ""  # already done: the duplicate message is a no-op
@@ -137,7 +136,7 @@ def test_a_redelivered_job_makes_no_duplicate_records(corpus, tmp_path):
 
 def test_a_cancelled_run_takes_no_more_items(corpus):
     run = services.start_run(name="cancel", enqueue=False, config={"llm": {"provider": "replay", "cassette": "/nonexistent"}})
-    services.advance_run(run.pk, dispatch=lambda kind, i: None)
+    services.advance_run(run.pk)
     services.cancel_run(run=run)
     item = RunSkill.objects.filter(run=run).first()
     assert services.extract_hypotheses(item.pk) == ""
@@ -161,7 +160,7 @@ def test_a_token_budget_stops_the_run(corpus, tmp_path):
     ({"limits": {"colour": 1}}, "limits.colour: unknown setting"),
 ])
 def test_bad_run_configuration_is_refused_naming_the_field(corpus, config, message):
-    with pytest.raises(services.RunConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
+    with pytest.raises(RunConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
         services.start_run(name="bad", config=config, enqueue=False)
 
 
@@ -176,14 +175,14 @@ def test_reference_pair_jsonl_imports_at_the_judge_stage_and_exports(corpus):
         json.dumps({"pair_id": "p3", "skill_ids": ["only-one"], "scenario_texts": []}),
         json.dumps({"pair_id": "p4", "skill_ids": ["a", "b"], "quality": {"overall_status": "REJECTED"}}),
     ]
-    result = services.import_pairs_jsonl(run=run, stream=lines)
+    result = pairs_jsonl.import_pairs_jsonl(run=run, stream=lines)
     assert result.created == 2 and result.skipped == 1
     assert [n for n, _ in result.errors] == [2, 4]
     assert "line 2: not valid JSON" in result.errors[0][1] and "two or three" in result.errors[1][1]
     imported = CandidatePair.objects.get(run=run, external_id="p2")
     assert [s.description for s in imported.ordered_skills()] == ["x does X", "y does Y"]
     CandidatePair.objects.filter(run=run).update(verdict=PairVerdict.ACCEPTED)
-    exported = [json.loads(x) for x in services.export_pairs_jsonl(run=run)]
+    exported = [json.loads(x) for x in pairs_jsonl.export_pairs_jsonl(run=run)]
     assert {e["pair_id"] for e in exported} == {"p1", "p2"}
     first = next(e for e in exported if e["pair_id"] == "p1")
     assert first["skill_ids"] == sorted([corpus[0].key, corpus[1].key]) or set(first["skill_ids"]) == {corpus[0].key, corpus[1].key}
@@ -201,19 +200,46 @@ def test_a_stage_profile_overrides_the_model_for_that_stage(corpus, tmp_path):
     assert set(LLMCall.objects.filter(run=run, stage="hypotheses").values_list("model", flat=True)) == {"small-model"}
 
 
-def test_a_run_finished_on_the_workers_goes_on_into_construction(corpus, monkeypatch):
+def test_a_run_finished_on_the_workers_hands_its_id_to_the_job_the_settings_name(
+        corpus, monkeypatch, settings, django_capture_on_commit_callbacks):
+    from facet_site.celery import app
     from scenarios import jobs
-    from tasks import jobs as task_jobs
 
-    queued = []
-    monkeypatch.setattr(task_jobs.advance_construction, "delay", lambda run_id: queued.append(run_id))
+    sent = []
+    monkeypatch.setattr(app, "send_task", lambda name, args=None, kwargs=None, **options: sent.append((name, list(args))))
+    settings.FACET_CONSTRUCTION_JOB = "elsewhere.jobs.build"
     run = services.start_run(name="auto", enqueue=False, config={"construction": {"auto": True}})
     run.status = RunStatus.SUCCEEDED
     run.save(update_fields=["status"])
-    jobs.advance_run(run.pk)
-    assert queued == [run.pk]
+    with django_capture_on_commit_callbacks(execute=True):
+        jobs.advance_run(run.pk)
+        assert sent == []  # not before the commit
+    assert sent == [("elsewhere.jobs.build", [run.pk])]
     opted_out = services.start_run(name="manual", enqueue=False, config={"construction": {"auto": False}})
     opted_out.status = RunStatus.SUCCEEDED
     opted_out.save(update_fields=["status"])
-    jobs.advance_run(opted_out.pk)
-    assert queued == [run.pk]
+    with django_capture_on_commit_callbacks(execute=True):
+        jobs.advance_run(opted_out.pk)
+    assert sent == [("elsewhere.jobs.build", [run.pk])]
+
+
+def test_the_construction_job_the_settings_name_is_registered():
+    from django.conf import settings as django_settings
+
+    from facet_site.celery import app
+
+    app.loader.import_default_modules()
+    assert django_settings.FACET_CONSTRUCTION_JOB in app.tasks
+
+
+def test_advancing_a_run_queues_one_job_per_item_after_the_commit(corpus, monkeypatch, django_capture_on_commit_callbacks):
+    from scenarios import jobs
+
+    queued = []
+    monkeypatch.setattr(jobs.llm_hypotheses, "apply_async", lambda args=None, kwargs=None, **kw: queued.append(args[0]))
+    run = services.start_run(name="queue", enqueue=False, config={"llm": {"provider": "replay", "cassette": "/nonexistent"}})
+    with django_capture_on_commit_callbacks(execute=True):
+        services.advance_run(run.pk)
+        assert queued == []
+    items = sorted(RunSkill.objects.filter(run=run).values_list("id", flat=True))
+    assert sorted(queued) == items and not RunSkill.objects.filter(run=run).exclude(status=WorkStatus.QUEUED).exists()

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from scenarios import services
 from scenarios.models import SynthesisRun
-from tasks.services import DEFAULT_CONSTRUCTION, construction_config
+from scenarios.run_config import DEFAULT_CONSTRUCTION, RunConfigError, construction_config
 
 pytestmark = pytest.mark.django_db
 
@@ -85,6 +85,6 @@ def test_a_number_that_is_not_a_number_is_a_field_error_too(client_as, corpus):
     ({"timeouts": 30}, "construction.timeouts: expected an object of seconds"),
 ])
 def test_the_api_and_cli_get_the_same_checks(corpus, construction, message):
-    with pytest.raises(services.RunConfigError, match=message.replace(".", r"\.")):
+    with pytest.raises(RunConfigError, match=message.replace(".", r"\.")):
         services.start_run(name="api", enqueue=False, config={"construction": construction})
     assert not SynthesisRun.objects.exists()

@@ -3,7 +3,8 @@ import time
 
 import pytest
 
-from scenarios import scripted_llm, services
+from demo import scripted_llm
+from scenarios import services
 from scenarios.models import CandidatePair, LLMCall, RunStatus, Scenario, ScenarioHypothesis
 from skills import services as skill_services
 from tests.conftest import DEMO_CORPUS

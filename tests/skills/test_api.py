@@ -119,3 +119,30 @@ def test_openapi_docs_need_a_login_and_describe_the_routes(client, client_as):
     assert client.get("/api/docs").status_code == 302
     schema = client_as("viewer").get("/api/openapi.json").json()
     assert "/api/skills" in schema["paths"] and "/api/skills/ingest" in schema["paths"]
+
+
+# Every route of the site's API, as its clients know it: mounting one router per resource under
+# its own prefix must neither move nor drop one.
+API_ROUTES = {
+    "/api/analytics/{table}": {"get"}, "/api/audit": {"get"}, "/api/audit/{event_id}/undo": {"post"},
+    "/api/categories": {"get"}, "/api/exports": {"get", "post"}, "/api/exports/{export_id}": {"get"},
+    "/api/exports/{export_id}/archive": {"get"}, "/api/funnel": {"get"}, "/api/imports": {"get", "post"},
+    "/api/imports/{import_id}": {"get"}, "/api/pairs": {"get"}, "/api/pairs/export": {"get"},
+    "/api/pairs/import": {"post"}, "/api/pairs/{pair_id}": {"get"}, "/api/queue/next": {"get"},
+    "/api/rollouts": {"get", "post"}, "/api/rollouts/import": {"post"}, "/api/rollouts/{batch_id}": {"get"},
+    "/api/rollouts/{batch_id}/cancel": {"post"}, "/api/rollouts/{batch_id}/trajectories": {"get"},
+    "/api/runs": {"get", "post"}, "/api/runs/{run_id}": {"get"}, "/api/runs/{run_id}/cancel": {"post"},
+    "/api/scenarios": {"get"}, "/api/scenarios/{scenario_id}": {"get"}, "/api/skills": {"get"},
+    "/api/skills/ingest": {"post"}, "/api/skills/ingest/{batch_id}": {"get"}, "/api/skills/{skill_id}": {"get"},
+    "/api/skills/{skill_id}/category": {"put"}, "/api/tasks": {"get"}, "/api/tasks/bulk-decisions": {"post"},
+    "/api/tasks/{task_id}": {"get"}, "/api/tasks/{task_id}/decisions": {"get", "post"},
+    "/api/tasks/{task_id}/lock": {"delete"}, "/api/tasks/{task_id}/validate": {"post"},
+    "/api/trajectories/{trajectory_id}": {"get"},
+}
+
+
+def test_every_api_route_keeps_its_path_and_methods(client_as):
+    schema = client_as("viewer").get("/api/openapi.json").json()
+    assert {path: set(ops) for path, ops in schema["paths"].items()} == API_ROUTES
+    operation_ids = [op["operationId"] for ops in schema["paths"].values() for op in ops.values()]
+    assert len(operation_ids) == len(set(operation_ids))

@@ -2,7 +2,7 @@
 import pytest
 
 from skills import services
-from skills.models import BatchStatus, Skill, SkillStatus
+from skills.models import IngestBatchStatus, Skill, SkillStatus
 from tests.conftest import SAMPLE_CORPUS
 
 pytestmark = [
@@ -20,7 +20,7 @@ def skill_dirs():
 def test_the_sample_corpus_is_ingested_or_rejected_with_reasons():
     dirs = skill_dirs()
     batch = services.ingest_path(SAMPLE_CORPUS, label="openclaw-sample")
-    assert batch.status == BatchStatus.SUCCEEDED, batch.message
+    assert batch.status == IngestBatchStatus.SUCCEEDED, batch.message
 
     stored = Skill.objects.filter(batch=batch)
     accounted = stored.filter(status=SkillStatus.ACCEPTED).count() + stored.filter(

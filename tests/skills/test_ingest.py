@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from skills import services
-from skills.models import BatchStatus, IngestProblem, Skill, SkillStatus, Verdict, VerdictKind
+from skills.models import IngestBatchStatus, IngestProblem, Skill, SkillStatus, Verdict, VerdictKind
 from tests.conftest import DEMO_CORPUS, write_skill
 
 from .samples import BAD_YAML_SKILL, CSV_SKILL, NO_FRONTMATTER, SQLITE_SKILL, UNSAFE_SKILL
@@ -33,7 +33,7 @@ def corpus(tmp_path):
 
 def test_it_stores_structured_records_with_provenance_and_files(corpus):
     batch = services.ingest_path(corpus)
-    assert batch.status == BatchStatus.SUCCEEDED
+    assert batch.status == IngestBatchStatus.SUCCEEDED
     skill = Skill.objects.get(key="clawhub:alice/csv-dedupe")
     assert skill.name == "csv-dedupe"
     assert skill.owner == "alice" and skill.slug == "csv-dedupe"
@@ -103,7 +103,7 @@ def test_bad_files_get_clear_errors_and_the_rest_is_ingested(tmp_path):
     (root / "link").mkdir()
     (root / "link" / "SKILL.md").symlink_to(root / "good" / "SKILL.md")
     batch = services.ingest_path(root)
-    assert batch.status == BatchStatus.SUCCEEDED
+    assert batch.status == IngestBatchStatus.SUCCEEDED
     problems = {p.path.split("/")[0]: p.message for p in IngestProblem.objects.filter(batch=batch, severity="error")}
     warnings = {p.path.split("/")[0]: p.message for p in IngestProblem.objects.filter(batch=batch, severity="warning")}
     assert "yaml" in problems and "YAML" in problems["yaml"]
@@ -132,7 +132,7 @@ def test_archives_are_ingested_and_dangerous_entries_reported(tmp_path, settings
         link.linkname = "/etc/passwd"
         tar.addfile(link)
     batch = services.ingest_path(archive)
-    assert batch.status == BatchStatus.SUCCEEDED
+    assert batch.status == IngestBatchStatus.SUCCEEDED
     assert Skill.objects.filter(name="csv-dedupe").count() == 1
     messages = " ".join(IngestProblem.objects.filter(batch=batch).values_list("message", flat=True))
     assert ".." in messages and "absolute" in messages.lower() and "link" in messages.lower()
@@ -152,7 +152,7 @@ def test_zip_archives_are_ingested(tmp_path):
 
 def test_a_missing_source_fails_the_batch_with_its_path(tmp_path):
     batch = services.ingest_path(tmp_path / "nope")
-    assert batch.status == BatchStatus.FAILED
+    assert batch.status == IngestBatchStatus.FAILED
     assert "nope" in batch.message and "no such file" in batch.message
 
 

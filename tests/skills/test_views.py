@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from skills import services
-from skills.models import BatchStatus, Category, IngestBatch, Skill
+from skills.models import Category, IngestBatch, IngestBatchStatus, Skill
 from tests.conftest import write_skill
 from tests.html_safety import active_content
 
@@ -188,7 +188,7 @@ def test_an_upload_is_queued_and_its_page_polls_until_done(client_as, settings, 
         assert done.status_code == 286
         assert "every 2s" not in done.content.decode()
         batch.refresh_from_db()
-        assert batch.status == BatchStatus.SUCCEEDED and batch.summary["ingested"] == 1
+        assert batch.status == IngestBatchStatus.SUCCEEDED and batch.summary["ingested"] == 1
     finally:
         app.conf.task_always_eager = False
 

@@ -6,7 +6,7 @@ import zipfile
 import pytest
 from django.urls import reverse
 
-from skills.models import BatchStatus, IngestBatch, Skill
+from skills.models import IngestBatch, IngestBatchStatus, Skill
 
 from .samples import CSV_SKILL, SQLITE_SKILL
 
@@ -33,7 +33,7 @@ def test_an_uploaded_archive_is_ingested_by_a_worker(celery_worker, client, user
             break
         assert celery_worker.poll() is None, celery_worker.log_tail()
         time.sleep(0.5)
-    assert batch.status == BatchStatus.SUCCEEDED, (batch.message, celery_worker.log_tail())
+    assert batch.status == IngestBatchStatus.SUCCEEDED, (batch.message, celery_worker.log_tail())
     assert set(Skill.objects.values_list("name", flat=True)) == {"csv-dedupe", "sqlite-report"}
     page = client.get(reverse("skills:batch", args=[batch.pk])).content.decode()
     assert "pack/broken/SKILL.md" in page and "YAML" in page

@@ -6,7 +6,7 @@ import socket
 import pytest
 
 from facet_site.lib import docker_engine as de
-from scenarios import scripted_llm
+from demo import scripted_llm
 from scenarios.models import (
     CandidatePair,
     Consistency,
@@ -86,28 +86,11 @@ def make_run(skills):
 def docker_worker(transactional_db, tmp_path):
     """A real Celery worker serving all three queues, Docker included (tests/conftest.py's serves
     default and llm only)."""
-    import signal
-    import subprocess
-    import sys
-
     from django.conf import settings
 
-    from tests.conftest import REPO, database_url
+    from tests.workers import WorkerProcess, worker_env
 
-    env = dict(os.environ, DATABASE_URL=database_url(), DJANGO_SETTINGS_MODULE="facet_site.test_settings",
-               FACET_DATA_DIR=str(settings.BROKER_DIR.parent))
-    log_path = tmp_path / "worker.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "facet_site.cli", "worker", "-Q", "default,llm,docker", "-c", "1", "-l", "INFO",
-         "-n", f"test-tasks-{os.getpid()}@%h"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    proc.log_tail = lambda: log_path.read_text()[-4000:]
-    yield proc
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    log.close()
+    worker = WorkerProcess(name=f"test-tasks-{os.getpid()}", queues="default,llm,docker",
+                           log_path=tmp_path / "worker.log", env=worker_env(settings.BROKER_DIR.parent))
+    yield worker
+    worker.stop()

@@ -25,7 +25,7 @@ from django.core.cache import cache
 from facet_site.lib.stats import wilson_interval
 from tasks import analytics as an
 from tasks.models import (
-    BatchStatus,
+    RolloutBatchStatus,
     LabelKind,
     RolloutBatch,
     Task,
@@ -96,9 +96,9 @@ def data():
                    validations=("nop_unexpected_pass",))
     t4 = make_task("T4", "forward", TaskStatus.FAILED)
     b1 = RolloutBatch.objects.create(name="ours", source="builtin", model="m1", agent="terminus-2", attempts=3,
-                                     status=BatchStatus.DONE)
+                                     status=RolloutBatchStatus.DONE)
     b2 = RolloutBatch.objects.create(name="imported", source="harbor", model="m2", agent="claude-code", attempts=1,
-                                     status=BatchStatus.DONE)
+                                     status=RolloutBatchStatus.DONE)
     attempt(b1, t1, 0, True, turns=3, turn_rows=[
         ("observation", [cmd("cat /app/a.csv", "cat", "observation"), cmd("ls /app", "ls", "observation")]),
         ("action", [cmd("python3 solve.py", "python3", "action")]),
@@ -156,7 +156,7 @@ def test_pass_at_3_in_sql_equals_the_unbiased_estimator(n, c, db):
     from facet_site.lib.stats import pass_at_k
 
     task = make_task("T", "forward", TaskStatus.VALIDATED)
-    batch = RolloutBatch.objects.create(name="b", model="m", status=BatchStatus.DONE)
+    batch = RolloutBatch.objects.create(name="b", model="m", status=RolloutBatchStatus.DONE)
     for i in range(n):
         attempt(batch, task, i, i < c)
     row = an.pass_at_k_rows(af()).get()

@@ -1,10 +1,11 @@
 """End to end on a real Docker Engine with the scripted LLM over HTTP: a scenario becomes a
 validated Harbor task, and each kind of failure is repaired at the artifact at fault."""
 import pytest
+from django.conf import settings
 
 from facet_site.lib import harbor
 from scenarios.models import LLMCall
-from tasks import services
+from tasks import construction, funnel, validating, versions
 from tasks.models import (
     BuildOutcome,
     EnvironmentBuild,
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.django_db]
 
 def construct(make_run, llm_url, *cases, **kwargs):
     run = make_run(*cases, url=llm_url, **kwargs)
-    services.construct_run(run.pk)
+    construction.construct_run(run.pk)
     return run, list(Task.objects.filter(run=run).order_by("id"))
 
 
@@ -39,7 +40,7 @@ def test_a_task_passes_validation_the_first_time(engine, make_run, llm_url):
     assert task.current_version == version and version.number == 1
     assert set(version.files) >= {"instruction.md", "task.toml", "environment/Dockerfile", "environment/init.sh",
                                   "solution/solve.sh", "tests/test.sh", "tests/test_outputs.py"}
-    assert version.content_hash == harbor.content_hash(services.version_bundle(version))
+    assert version.content_hash == harbor.content_hash(versions.version_bundle(version))
     [validation] = version.validations.all()
     assert validation.accepted and validation.build_cached  # built once, by the build step
     assert validation.image_tag == build.image_tag
@@ -118,7 +119,7 @@ def test_a_dockerfile_with_another_base_image_is_rejected_before_building(engine
 
 def test_the_funnel_counts_what_the_records_say(engine, make_run, llm_url):
     run, tasks = construct(make_run, llm_url, "", "build-fail", "nop-pass", "hopeless")
-    rows = {r["stage"]: r for r in services.funnel(run)}
+    rows = {r["stage"]: r for r in funnel.funnel(run)}
     counts = {k: r["count"] for k, r in rows.items()}
     assert counts == {
         "seeds": 4, "first_build_logs": 4, "initial_environment_success": 3, "environment_repair_recovery": 1,
@@ -129,13 +130,13 @@ def test_the_funnel_counts_what_the_records_say(engine, make_run, llm_url):
     assert rows["final_validated"]["retention"] == 75.0
     # the same numbers straight from the records
     assert counts["final_validated"] == Task.objects.filter(run=run, status="validated").count()
-    assert sum(r["count"] for r in services.funnel() if r["stage"] == "seeds") >= 4
+    assert sum(r["count"] for r in funnel.funnel() if r["stage"] == "seeds") >= 4
 
 
 def test_packaging_round_trips_with_the_same_content_hash(engine, make_run, llm_url, tmp_path):
     run, [task] = construct(make_run, llm_url, "")
     version = task.current_version
-    path = services.write_harbor_task(version, tmp_path / "task")
+    path = versions.write_harbor_task(version, tmp_path / "task")
     bundle = harbor.read_task_dir(path)
     assert harbor.content_hash(bundle) == version.content_hash
     meta = bundle.config
@@ -158,11 +159,12 @@ def test_reverse_and_joint_orders_make_valid_tasks(engine, make_run, llm_url, st
 def test_a_task_waiting_for_docker_resumes_when_the_engine_is_back(engine, make_run, llm_url, monkeypatch, capsys):
     from django.core.management import call_command
 
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/facet-test-docker.sock")
+    engine_host = settings.DOCKER_HOST
+    monkeypatch.setattr(settings, "DOCKER_HOST", "unix:///nonexistent/facet-test-docker.sock")
     run = make_run("", url=llm_url)
-    services.construct_run(run.pk)
+    construction.construct_run(run.pk)
     assert Task.objects.get(run=run).status == TaskStatus.WAITING_FOR_DOCKER
-    monkeypatch.delenv("DOCKER_HOST")
+    monkeypatch.setattr(settings, "DOCKER_HOST", engine_host)
     call_command("construct", str(run.pk), "--resume", "--wait")
     out = capsys.readouterr().out
     assert "Resumed 1 task" in out and "Final validated tasks" in out
@@ -243,16 +245,16 @@ def test_an_engine_that_breaks_mid_validation_leaves_the_task_waiting_then_it_re
     def restarting(*args, **kwargs):
         raise de.TransientEngineError("Docker API call failed: connection reset by peer (daemon restarting)")
 
-    monkeypatch.setattr(services.val, "validate_task", restarting)
+    monkeypatch.setattr(validating.val, "validate_task", restarting)
     run = make_run("", url=llm_url)
-    services.construct_run(run.pk)
+    construction.construct_run(run.pk)
     task = Task.objects.get(run=run)
     assert task.status == TaskStatus.WAITING_FOR_DOCKER and task.step == Step.VALIDATE
     waiting = task.current_version.validations.get()
     assert waiting.status == "waiting_for_docker" and "daemon restarting" in waiting.reason
     assert not waiting.trials.exists()
     monkeypatch.undo()
-    services.construct_run(run.pk)  # advance_construction resumes it: the engine answers
+    construction.construct_run(run.pk)  # advance_construction resumes it: the engine answers
     task.refresh_from_db()
     assert task.status == TaskStatus.VALIDATED, task.message
     assert task.current_version.validations.get().accepted  # the same validation, run once more
@@ -264,7 +266,7 @@ def test_an_environment_that_never_builds_is_discarded_after_three_repairs(engin
     builds = list(task.environment.builds.order_by("attempt"))
     assert [b.outcome for b in builds] == [BuildOutcome.BUILD_FAILED] * 4
     assert task.environment.status == "failed" and not task.versions.exists()
-    rows = {r["stage"]: r["count"] for r in services.funnel(run)}
+    rows = {r["stage"]: r["count"] for r in funnel.funnel(run)}
     assert rows["first_build_logs"] == 1 and rows["successful_environments"] == 0 and rows["entering_validation"] == 0
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks import datasets, jobs
+from tasks import exports, imports, jobs
 from tasks.models import Export, ExportStatus, TaskImport
 from tests.html_safety import active_content
 from tests.tasks.test_datasets import TB20, _task_dir, world  # noqa: F401  (world is a fixture)
@@ -39,7 +39,7 @@ def test_every_dataset_page_needs_a_login(client, db):
 
 
 def test_viewers_read_and_download_but_cannot_export_or_import(world, client_as, tmp_path):  # noqa: F811
-    export = datasets.run_export(datasets.create_export(queue=False).pk)
+    export = exports.run_export(exports.create_export(queue=False).pk)
     viewer = client_as("viewer")
     page = viewer.get("/tasks/exports/")
     assert page.status_code == 200 and f"/tasks/exports/{export.pk}/download" in page.content.decode()
@@ -74,7 +74,7 @@ def test_a_reviewer_exports_a_filtered_list_and_watches_it_finish(world, client_
     polling = reviewer.get(f"/tasks/exports/{export.pk}/", HTTP_HX_REQUEST="true")
     assert polling.status_code == 200 and 'hx-trigger="every 2s"' in polling.content.decode()
     assert "waiting for a worker" in polling.content.decode()
-    datasets.run_export(export.pk)
+    exports.run_export(export.pk)
     done = reviewer.get(f"/tasks/exports/{export.pk}/", HTTP_HX_REQUEST="true")
     assert done.status_code == 286 and "hx-trigger" not in done.content.decode()
     assert "Download facet-export-" in done.content.decode() and "<html" not in done.content.decode()
@@ -91,7 +91,7 @@ def test_an_export_page_with_a_mistaken_filter_says_so(world, client_as):  # noq
 
 
 def test_an_unfinished_or_failed_export_has_nothing_to_download(world, client_as):  # noqa: F811
-    export = datasets.create_export(queue=False)
+    export = exports.create_export(queue=False)
     assert client_as("viewer").get(f"/tasks/exports/{export.pk}/download").status_code == 404
     Export.objects.filter(pk=export.pk).update(status=ExportStatus.DONE, archive_path="/etc/passwd")
     assert client_as("viewer").get(f"/tasks/exports/{export.pk}/download").status_code == 404
@@ -109,7 +109,7 @@ def test_a_reviewer_uploads_tasks_and_sees_what_was_refused_and_why(db, client_a
     task_import = TaskImport.objects.get()
     assert response["Location"] == f"/tasks/imports/{task_import.pk}/"
     assert task_import.source == "upload:mine.tar.gz" and no_jobs == [("import", (task_import.pk, False))]
-    datasets.run_import(task_import.pk)
+    imports.run_import(task_import.pk)
     page = reviewer.get(f"/tasks/imports/{task_import.pk}/", HTTP_HX_REQUEST="true")
     body = page.content.decode()
     assert page.status_code == 286
@@ -144,7 +144,7 @@ def test_the_api_creates_exports_for_reviewers_only(world, client, token_for, no
     data = made.json()
     assert (data["status"], data["parts"], data["download_url"]) == ("queued", ["manifest"], None)
     assert client.get(f"/api/exports/{data['id']}/archive", **viewer).status_code == 409
-    datasets.run_export(data["id"])
+    exports.run_export(data["id"])
     shown = client.get(f"/api/exports/{data['id']}", **viewer).json()
     assert shown["status"] == "done" and shown["summary"]["tasks"] == 3 and len(shown["archive_sha256"]) == 64
     archive = client.get(shown["download_url"], **viewer)
@@ -168,7 +168,7 @@ def test_the_api_imports_uploaded_tasks(db, client, token_for, tmp_path, no_jobs
     with django_capture_on_commit_callbacks(execute=True):
         made = client.post("/api/imports", {"archive": upload(), "validate": "true"}, **reviewer)
     assert made.status_code == 202 and no_jobs == [("import", (made.json()["id"], True))]
-    datasets.run_import(made.json()["id"])
+    imports.run_import(made.json()["id"])
     shown = client.get(f"/api/imports/{made.json()['id']}", **viewer).json()
     assert (shown["status"], shown["imported"], shown["problems"], len(shown["task_ids"])) == ("done", 1, [], 1)
     bad = io.BytesIO(b"x")

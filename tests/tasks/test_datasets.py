@@ -20,8 +20,9 @@ import pytest
 from django.core.management import call_command
 
 from facet_site.lib import harbor
-from scenarios import scripted_llm as scripted
-from tasks import datasets, services, summary
+from demo import scripted_llm as scripted
+from scenarios.run_config import construction_config
+from tasks import export_records, exports, imports, summary, versions
 from tasks.models import (
     Decision,
     Export,
@@ -41,7 +42,7 @@ from tasks.models import (
     Turn,
     Validation,
     ValidationStatus,
-    Verdict,
+    ReviewVerdict,
 )
 from tests.conftest import REPO
 
@@ -53,12 +54,12 @@ if grep -qx ok /app/out.txt 2>/dev/null; then echo 1; else echo 0; fi > /logs/ve
 # --- building tasks the way construction leaves them ------------------------------------------
 
 
-def _generated(scenario, run, *, name: str, reviewer=None, verdict: str | None = Verdict.APPROVE,
+def _generated(scenario, run, *, name: str, reviewer=None, verdict: str | None = ReviewVerdict.APPROVE,
                rollouts: tuple = ()) -> Task:
     """A validated task of the run's scenario, with its trials, a review decision and rollouts."""
     task = Task.objects.create(scenario=scenario, run=run, strategy=run.strategy, name=name,
                                status=TaskStatus.VALIDATED, step=Step.DONE)
-    files = services.make_files(
+    files = versions.make_files(
         task, environment={"Dockerfile": "FROM facet-base:bookworm\nWORKDIR /app\nCOPY data/ /app/data/\n"
                                          "COPY init.sh /usr/local/bin/facet-init.sh\n"
                                          "RUN bash /usr/local/bin/facet-init.sh\n",
@@ -67,8 +68,8 @@ def _generated(scenario, run, *, name: str, reviewer=None, verdict: str | None =
         instruction=f"{name}: total the **paid** orders of `/app/data/orders.csv` per customer into "
                     "`/app/out/report.csv` (header `name,total`), then write `done` to `/app/out/status.txt`.\n",
         solve_sh=scripted.GOOD_SOLVE, test_sh=scripted.GOOD_TEST_SH, test_py=scripted.GOOD_TEST_PY,
-        run_cfg=services.construction_config(run))
-    version = services.create_version(task, files)
+        run_cfg=construction_config(run))
+    version = versions.create_version(task, files)
     Task.objects.filter(pk=task.pk).update(current_version=version)
     validation = Validation.objects.create(version=version, status=ValidationStatus.DONE, accepted=True)
     Trial.objects.create(validation=validation, version=version, kind="nop", reward=0.0, passed=True)
@@ -76,8 +77,8 @@ def _generated(scenario, run, *, name: str, reviewer=None, verdict: str | None =
     TestResult.objects.bulk_create([TestResult(trial=oracle, name=f"test_{i}", outcome="passed") for i in range(3)])
     if verdict:
         Decision.objects.create(task=task, version=version, content_hash=version.content_hash, verdict=verdict,
-                                reason="" if verdict == Verdict.APPROVE else "other", author=reviewer,
-                                comment="looks right" if verdict == Verdict.APPROVE else "no")
+                                reason="" if verdict == ReviewVerdict.APPROVE else "other", author=reviewer,
+                                comment="looks right" if verdict == ReviewVerdict.APPROVE else "no")
     for model, passed in rollouts:
         _rollout(task, version, model=model, passed=passed)
     task.refresh_from_db()
@@ -110,13 +111,13 @@ def world(make_run, users):
     scenarios = list(run.scenarios.order_by("id"))
     approved = _generated(scenarios[0], run, name="Paid orders per customer", reviewer=users["reviewer"],
                           rollouts=(("model-a", True), ("model-a", False), ("model-a", True), ("model-b", False)))
-    rejected = _generated(scenarios[1], run, name="Rejected one", reviewer=users["admin"], verdict=Verdict.REJECT)
+    rejected = _generated(scenarios[1], run, name="Rejected one", reviewer=users["admin"], verdict=ReviewVerdict.REJECT)
     unreviewed = _generated(scenarios[2], run, name="Not reviewed yet", verdict=None)
     return {"run": run, "approved": approved, "rejected": rejected, "unreviewed": unreviewed}
 
 
 def _export(tmp_path, query: str = "", parts=None, name: str = "out.tar.gz") -> tuple[Path, dict]:
-    result = datasets.write_archive(tmp_path / name, query=query, parts=parts)
+    result = exports.write_archive(tmp_path / name, query=query, parts=parts)
     return result.path, result.summary
 
 
@@ -165,10 +166,10 @@ def test_the_filter_is_honoured_exactly(world, tmp_path):
 
 
 def test_a_filter_with_a_mistake_is_refused_rather_than_widened(world):
-    with pytest.raises(datasets.ExportError, match="review: unknown value 'aproved'"):
-        datasets.create_export(query="review=aproved")
-    with pytest.raises(datasets.ExportError, match="unknown part 'pdf'"):
-        datasets.create_export(parts=["harbor", "pdf"])
+    with pytest.raises(exports.ExportError, match="review: unknown value 'aproved'"):
+        exports.create_export(query="review=aproved")
+    with pytest.raises(exports.ExportError, match="unknown part 'pdf'"):
+        exports.create_export(parts=["harbor", "pdf"])
     assert not Export.objects.exists()
 
 
@@ -220,7 +221,7 @@ def test_every_exported_task_reads_back_with_its_version_hash_and_lints_clean(wo
 
 
 def test_directory_names_are_unique_and_readable_when_names_collide():
-    names = datasets._Names()
+    names = exports._Names()
     a = names("Same name!", "sha256:" + "ab" * 32)
     b = names("Same name!", "sha256:" + "ab" * 4 + "cd" * 28)  # same first 8 hex digits
     c = names("Same name!", "sha256:" + "ab" * 32)  # the very same hash again
@@ -238,22 +239,22 @@ def test_two_tasks_with_the_same_name_get_two_directories(world, tmp_path):
 
 
 def test_the_same_selection_exported_twice_is_byte_identical(world, tmp_path, settings):
-    first = datasets.create_export(query="", queue=False)
-    second = datasets.create_export(query="review=approved", queue=False)
-    a, b = datasets.run_export(first.pk), datasets.run_export(second.pk)
+    first = exports.create_export(query="", queue=False)
+    second = exports.create_export(query="review=approved", queue=False)
+    a, b = exports.run_export(first.pk), exports.run_export(second.pk)
     assert a.status == b.status == ExportStatus.DONE
     assert a.archive_sha256 == b.archive_sha256
     assert Path(a.archive_path).read_bytes() == Path(b.archive_path).read_bytes()
     assert hashlib.sha256(Path(a.archive_path).read_bytes()).hexdigest() == a.archive_sha256
     for info in _members(Path(a.archive_path)).values():
-        assert (info.mtime, info.uid, info.gid, info.uname, info.gname) == (datasets.FIXED_MTIME, 0, 0, "", "")
+        assert (info.mtime, info.uid, info.gid, info.uname, info.gname) == (exports.FIXED_MTIME, 0, 0, "", "")
     assert Path(a.archive_path).read_bytes()[4:8] == b"\0\0\0\0"  # gzip MTIME
 
 
 def test_a_change_in_the_selection_changes_the_archive(world, tmp_path):
     before, _ = _export(tmp_path, name="a.tar.gz")
     Decision.objects.create(task=world["rejected"], version=world["rejected"].current_version,
-                            content_hash=world["rejected"].current_version.content_hash, verdict=Verdict.APPROVE)
+                            content_hash=world["rejected"].current_version.content_hash, verdict=ReviewVerdict.APPROVE)
     summary.refresh_summary(world["rejected"])
     after, _ = _export(tmp_path, name="b.tar.gz")
     assert before.read_bytes() != after.read_bytes()
@@ -263,7 +264,7 @@ def test_a_change_in_the_selection_changes_the_archive(world, tmp_path):
 def test_parquet_manifest_loads_with_pyarrow_and_equals_the_jsonl(world, tmp_path):
     archive, _ = _export(tmp_path, "status=validated")
     table = pq.read_table(io.BytesIO(_read(archive, "manifest.parquet")))
-    assert table.num_rows == 3 and table.schema.equals(datasets.MANIFEST_SCHEMA)
+    assert table.num_rows == 3 and table.schema.equals(export_records.MANIFEST_SCHEMA)
     assert table.to_pylist() == _manifest(archive)
     tasks = pq.read_table(io.BytesIO(_read(archive, "data/tasks.parquet"))).to_pylist()
     row = next(r for r in tasks if r["task_id"] == world["approved"].pk)
@@ -348,16 +349,16 @@ def test_parts_that_were_not_asked_for_are_left_out(world, tmp_path):
 
 
 def test_an_export_records_progress_and_a_failure(world, monkeypatch):
-    export = datasets.create_export(queue=False)
-    done = datasets.run_export(export.pk)
+    export = exports.create_export(queue=False)
+    done = exports.run_export(export.pk)
     assert (done.status, done.done, done.total, done.summary["tasks"]) == (ExportStatus.DONE, 1, 1, 1)
-    assert datasets.run_export(export.pk) is None  # a redelivered job does nothing
+    assert exports.run_export(export.pk) is None  # a redelivered job does nothing
 
     def broken(*args, **kwargs):
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(datasets, "write_archive", broken)
-    failed = datasets.run_export(datasets.create_export(queue=False).pk)
+    monkeypatch.setattr(exports, "write_archive", broken)
+    failed = exports.run_export(exports.create_export(queue=False).pk)
     assert failed.status == ExportStatus.FAILED and "No space left on device" in failed.error
 
 
@@ -464,7 +465,7 @@ def test_harbor_1_0_1_1_and_terminal_bench_1_tasks_are_imported_for_review(db, t
     _task_dir(tmp_path / "ds", "tb20-task", TB20)
     _task_dir(tmp_path / "ds", "tb21-task", TB21)
     _tb1_dir(tmp_path / "ds", "tb1-task")
-    imp = datasets.import_path(tmp_path / "ds")
+    imp = imports.import_path(tmp_path / "ds")
     assert (imp.status, imp.imported, imp.skipped, imp.problems) == ("done", 3, 0, [])
     tasks = {t.name: t for t in Task.objects.all()}
     assert set(tasks) == {"tb20-task", "terminal-bench/fix-file", "tb1-task"}
@@ -480,15 +481,15 @@ def test_harbor_1_0_1_1_and_terminal_bench_1_tasks_are_imported_for_review(db, t
     assert "/logs/verifier/reward.txt" in tb1.current_version.files["tests/test.sh"]
     assert tb1.current_version.files["solution/solve.sh"].startswith("#!/bin/bash")
     # importable tasks are re-validatable: the version writes back as a Harbor task
-    services.write_harbor_task(tb1.current_version, tmp_path / "back")
+    versions.write_harbor_task(tb1.current_version, tmp_path / "back")
     assert harbor.content_hash(harbor.read_task_dir(tmp_path / "back")) == tb1.current_version.content_hash
 
 
 def test_importing_the_same_content_again_is_skipped_and_counted(db, tmp_path):
     _task_dir(tmp_path / "ds", "a", TB20)
     _task_dir(tmp_path / "ds", "b", TB20, instruction="Something else.\n")
-    first = datasets.import_path(tmp_path / "ds")
-    again = datasets.import_path(tmp_path / "ds")
+    first = imports.import_path(tmp_path / "ds")
+    again = imports.import_path(tmp_path / "ds")
     assert (first.imported, first.skipped) == (2, 0)
     assert (again.imported, again.skipped, again.problems) == (0, 2, [])
     assert Task.objects.count() == 2
@@ -498,7 +499,7 @@ def test_export_then_import_gives_the_same_artifacts(world, tmp_path):
     archive, _ = _export(tmp_path, "status=validated")
     before = {t.name: (t.current_version.content_hash, t.current_version.files) for t in Task.objects.all()}
     Task.objects.all().delete()
-    imp = datasets.import_path(archive)
+    imp = imports.import_path(archive)
     assert (imp.status, imp.imported, imp.problems) == ("done", 3, [])
     after = {t.name: (t.current_version.content_hash, t.current_version.files) for t in Task.objects.all()}
     assert after == before  # same names (from the manifest), same content hashes, same files
@@ -514,9 +515,9 @@ def test_a_zip_archive_and_a_single_task_directory_are_imported(db, tmp_path):
     with zipfile.ZipFile(archive, "w") as zf:
         for p in sorted(task.rglob("*")):
             zf.write(p, p.relative_to(tmp_path / "src").as_posix())
-    assert datasets.import_path(archive).imported == 1
+    assert imports.import_path(archive).imported == 1
     single = _task_dir(tmp_path / "one", "single-task", TB21.replace("fix-file", "other"))
-    imp = datasets.import_path(single)
+    imp = imports.import_path(single)
     assert imp.imported == 1 and Task.objects.filter(name="terminal-bench/other").exists()
 
 
@@ -534,7 +535,7 @@ def test_bad_tasks_are_reported_by_file_and_field_and_the_rest_imported(db, tmp_
     _task_dir(ds, "bad-schema", TB20.replace('version = "1.0"', 'version = "2.0"'))
     _task_dir(ds, "binary", TB20, files={"environment/Dockerfile": b"FROM x:1\n", "tests/test.sh": GOOD_TEST_SH,
                                          "tests/data.bin": b"\x89PNG\r\n\x1a\n\xff\x00"})
-    imp = datasets.import_path(ds)
+    imp = imports.import_path(ds)
     assert (imp.status, imp.imported) == ("done", 1)
     problems = {p["task"]: p for p in imp.problems}
     assert set(problems) == {"toml-syntax", "wrong-type", "no-instruction", "no-tests", "bad-schema", "binary"}
@@ -561,7 +562,7 @@ def test_a_failure_while_storing_a_task_leaves_nothing_of_it_and_the_rest_is_imp
         return real(task)
 
     monkeypatch.setattr(summary, "set_labels", flaky)
-    imp = datasets.import_path(tmp_path / "ds")
+    imp = imports.import_path(tmp_path / "ds")
     assert (imp.status, imp.imported) == ("done", 1)
     [p] = imp.problems
     assert p["task"] == "a-first" and "RuntimeError: database went away" in p["error"]
@@ -611,7 +612,7 @@ def test_archive_members_that_could_escape_or_are_special_are_refused(db, tmp_pa
     victim = _task_dir(tmp_path / "src", "victim", TB20, instruction="Victim.\n")
     info, data = bad()
     archive = _tar(tmp_path / "bad.tar.gz", _files_of(good, "ds/good") + _files_of(victim, "ds/victim") + [(info, data)])
-    imp = datasets.import_path(archive)
+    imp = imports.import_path(archive)
     assert imp.status == "done" and imp.imported >= 1
     assert Task.objects.filter(name="good").exists()
     assert any(error in p["error"] for p in imp.problems), imp.problems
@@ -628,11 +629,11 @@ def test_a_size_bomb_stops_extraction_and_nothing_is_imported(db, tmp_path, sett
     bomb = (_member("ds/zeros/environment/zeros.bin"), b"\0" * 5_000_000)  # compresses to a few KB
     archive = _tar(tmp_path / "bomb.tar.gz", _files_of(good, "ds/good") + [bomb])
     assert archive.stat().st_size < 100_000
-    imp = datasets.import_path(archive)
+    imp = imports.import_path(archive)
     assert imp.status == "failed" and imp.imported == 0 and not Task.objects.exists()
     assert any("expands beyond 2000000 bytes" in p["error"] for p in imp.problems)
     assert any("nothing was imported" in p["error"] for p in imp.problems)
-    assert not datasets.import_area(imp).exists()
+    assert not imports.import_area(imp).exists()
 
 
 def test_one_oversized_member_refuses_only_its_task(db, tmp_path, settings):
@@ -641,7 +642,7 @@ def test_one_oversized_member_refuses_only_its_task(db, tmp_path, settings):
     big = _task_dir(tmp_path / "src", "big", TB20, instruction="Big.\n")
     members = _files_of(good, "ds/good") + _files_of(big, "ds/big")
     members.append((_member("ds/big/environment/big.txt"), b"a" * 1_500_000))
-    imp = datasets.import_path(_tar(tmp_path / "big.tar.gz", members))
+    imp = imports.import_path(_tar(tmp_path / "big.tar.gz", members))
     assert imp.imported == 1 and list(Task.objects.values_list("name", flat=True)) == ["good"]
     [p] = imp.problems
     assert p["task"] == "ds/big" and p["file"] == "environment/big.txt" and "per-entry limit" in p["error"]
@@ -652,7 +653,7 @@ def test_a_symlink_in_a_task_directory_on_disk_is_refused(db, tmp_path):
     _task_dir(ds, "good", TB20)
     linked = _task_dir(ds, "linked", TB20, instruction="Linked.\n")
     (linked / "tests" / "secret").symlink_to("/etc/passwd")
-    imp = datasets.import_path(ds)
+    imp = imports.import_path(ds)
     [p] = imp.problems
     assert p["task"] == "linked" and p["file"] == "tests/secret" and "absolute target" in p["error"]
     assert list(Task.objects.values_list("name", flat=True)) == ["good"]
@@ -660,7 +661,7 @@ def test_a_symlink_in_a_task_directory_on_disk_is_refused(db, tmp_path):
 
 def test_a_source_with_no_task_says_so(db, tmp_path):
     (tmp_path / "empty" / "docs").mkdir(parents=True)
-    imp = datasets.import_path(tmp_path / "empty")
+    imp = imports.import_path(tmp_path / "empty")
     assert imp.imported == 0 and "no task found" in imp.problems[0]["error"]
 
 
@@ -685,7 +686,7 @@ def test_imported_tasks_can_be_queued_for_validation(db, tmp_path, django_captur
     monkeypatch.setattr(jobs.docker_validate, "delay", lambda pk: queued.append(pk))
     _task_dir(tmp_path / "ds", "a", TB20)
     with django_capture_on_commit_callbacks(execute=True):
-        imp = datasets.import_path(tmp_path / "ds", validate=True)
+        imp = imports.import_path(tmp_path / "ds", validate=True)
     validation = Validation.objects.get(version__task__in=imp.tasks.all())
     assert validation.status == ValidationStatus.QUEUED and queued == [validation.pk]
 
@@ -735,7 +736,7 @@ def test_exported_and_imported_tasks_pass_harbor_lint_and_load_in_harbor(world, 
     venv = _harbor_venv()
     _task_dir(tmp_path / "in", "tb21-task", TB21)
     _tb1_dir(tmp_path / "in", "tb1-task")
-    assert datasets.import_path(tmp_path / "in").imported == 2
+    assert imports.import_path(tmp_path / "in").imported == 2
     archive, _ = _export(tmp_path, "status=validated&status=validating")
     root = _unpack(archive, tmp_path / "x")
     dirs = sorted((root / "tasks").iterdir())

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from facet_site.lib import docker_engine as de
 from facet_site.lib import harbor
-from tasks import services
+from tasks import construction, validating, versions, workspace
 from tasks.models import Task, TaskStatus, ValidationStatus
 from tests.conftest import REPO
 
@@ -37,7 +38,7 @@ def imported_task(tmp_path, solve_sh: str, *, timeout: float = 120.0) -> Task:
         "tests/test.sh": b"#!/bin/bash\nif grep -qx ok /app/out.txt 2>/dev/null; then echo 1; else echo 0; fi "
                          b"> /logs/verifier/reward.txt\n",
     })
-    return services.import_task_dir(harbor.write_task_dir(bundle, tmp_path / "fault"))
+    return versions.import_task_dir(harbor.write_task_dir(bundle, tmp_path / "fault"))
 
 
 # --- the full trial log -------------------------------------------------------------------------
@@ -56,7 +57,7 @@ def _download(client, trial, name):
 def test_the_whole_output_of_a_solution_is_downloadable_while_the_database_keeps_a_capped_copy(
         engine, tmp_path, client_as):
     task = imported_task(tmp_path, f"#!/bin/bash\nseq 1 {NUMBERS}\necho ok > /app/out.txt\n")
-    validation = services.validate(services.request_validation(task.current_version).pk)
+    validation = validating.validate(validating.request_validation(task.current_version).pk)
     assert validation.accepted, validation.reason
     oracle = validation.trials.get(kind="oracle")
     assert len(FULL_OUTPUT) > 1.8 * de.SandboxLimits().output_bytes
@@ -70,7 +71,7 @@ def test_the_whole_output_of_a_solution_is_downloadable_while_the_database_keeps
 def test_a_trial_log_over_the_cap_is_cut_with_a_marker(engine, tmp_path, client_as, settings):
     settings.FACET_TRIAL_LOG_MAX_BYTES = 1_000_000
     task = imported_task(tmp_path, f"#!/bin/bash\nseq 1 {NUMBERS}\necho ok > /app/out.txt\n")
-    validation = services.validate(services.request_validation(task.current_version).pk)
+    validation = validating.validate(validating.request_validation(task.current_version).pk)
     assert validation.accepted, validation.reason
     log = _download(client_as("viewer"), validation.trials.get(kind="oracle"), "solution.log")
     kept, marker = log[:1_000_000], log[1_000_000:]
@@ -173,16 +174,16 @@ def _solution_is_sleeping(engine: PrivateEngine, owner_prefix: str) -> bool:
 @pytest.mark.django_db(transaction=True)
 def test_a_daemon_restart_mid_validation_is_recorded_cleaned_up_and_the_task_validates_again(
         private_engine, tmp_path, monkeypatch):
-    monkeypatch.setenv("DOCKER_HOST", private_engine.url)
+    monkeypatch.setattr(settings, "DOCKER_HOST", private_engine.url)
     # One command, so there are no partial solutions: only nop and oracle run.
     task = imported_task(tmp_path, "#!/bin/bash\nsleep 8 && echo ok > /app/out.txt\n")
-    validation = services.request_validation(task.current_version)
-    owner = f"{services._owner()}:validation-{validation.pk}:"
+    validation = validating.request_validation(task.current_version)
+    owner = f"{workspace.worker_owner()}:validation-{validation.pk}:"
     outcome = {}
 
     def validate_in_the_background():
         try:
-            outcome["validation"] = services.validate(validation.pk)
+            outcome["validation"] = validating.validate(validation.pk)
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             outcome["error"] = exc
         finally:
@@ -211,13 +212,13 @@ def test_a_daemon_restart_mid_validation_is_recorded_cleaned_up_and_the_task_val
     # The restart stopped the oracle's sandbox; it stays until the work resumes.
     assert all(row["State"] != "running" for row in private_engine.sandboxes(owner))
 
-    assert services.resume_waiting() == 0  # no construction task waits; the validation does
+    assert construction.resume_waiting() == 0  # no construction task waits; the validation does
     waiting.refresh_from_db()
     assert waiting.status == ValidationStatus.QUEUED
     assert private_engine.sandboxes(owner) == []  # removed by the validation's owner label
 
-    [again] = services.validate_pending()
+    [again] = construction.validate_pending()
     assert again.pk == validation.pk and again.status == ValidationStatus.DONE and again.accepted, again.reason
     assert list(again.trials.values_list("kind", "passed")) == [("nop", True), ("oracle", True)]
     assert Task.objects.get(pk=task.pk).status == TaskStatus.VALIDATED
-    assert private_engine.sandboxes(f"{services._owner()}:") == []
+    assert private_engine.sandboxes(f"{workspace.worker_owner()}:") == []

@@ -6,8 +6,9 @@ import re
 import pytest
 from django.urls import reverse
 
+from scenarios import run_config
 from scenarios.models import LLMCall
-from tasks import diffs, services, summary
+from tasks import construction, diffs, summary, versions
 from tasks.models import (
     EnvironmentBuild,
     LabelKind,
@@ -23,8 +24,9 @@ from tasks.models import (
     Validation,
     ValidationStatus,
 )
+from tasks.list_views import PAGE_SIZE
 from tasks.terminal import ansi_to_html, strip_ansi
-from tasks.views import COLLAPSE_LINES, PAGE_SIZE
+from tasks.views import COLLAPSE_LINES
 from tests.html_safety import active_content
 
 pytestmark = pytest.mark.django_db
@@ -65,7 +67,7 @@ def build_task_with_repairs(run) -> Task:
     """A generated task with two repairs (verifier, then solution), three versions, their
     validations, trials, tests, builds (one failed, repaired), e0, LLM calls; model text carrying
     <script> and onerror= everywhere a model or a task writes."""
-    services.create_tasks(run)
+    construction.create_tasks(run)
     task = Task.objects.get(run=run)
     manifest_call = _call(run, "task.manifest", tokens_in=1000, tokens_out=200, latency_ms=1500, cost_usd=0.0125)
     instruction_call = _call(run, "task.instruction", tokens_in=800, tokens_out=300, latency_ms=900, cost_usd=0.01)
@@ -84,12 +86,12 @@ def build_task_with_repairs(run) -> Task:
     EnvironmentBuild.objects.create(environment=env, attempt=2, outcome="succeeded", files=env_files, seconds=3.2,
                                     log="Step 1/3 : FROM facet-base:bookworm\n")
     solve = "#!/bin/bash\nset -e\n" + "".join(f"echo step {i}\n" for i in range(COLLAPSE_LINES + 40))
-    cfg = services.construction_config(run)
-    files1 = services.make_files(task, environment=env_files, instruction=f"# Paid orders\n\nTotal them. {EVIL}\n\n"
+    cfg = run_config.construction_config(run)
+    files1 = versions.make_files(task, environment=env_files, instruction=f"# Paid orders\n\nTotal them. {EVIL}\n\n"
                                  "[click](javascript:alert(1))\n", solve_sh=solve,
                                  test_sh="#!/bin/bash\npytest /tests/test_outputs.py\n",
                                  test_py="def test_x():\n    pass\n", run_cfg=cfg)
-    v1 = services.create_version(task, files1, llm_calls={"instruction": instruction_call.pk},
+    v1 = versions.create_version(task, files1, llm_calls={"instruction": instruction_call.pk},
                                  prompt_versions={"instruction": "task.instruction@2"})
     files2 = dict(files1, **{"tests/test_outputs.py": f"def test_y():\n    assert open('/app/out').read() == '{XSS}'\n"})
     files3 = dict(files2, **{"solution/solve.sh": solve + f"echo '{XSS}' > /app/out\n"})
@@ -105,7 +107,7 @@ def build_task_with_repairs(run) -> Task:
                                          triggered_by=val1, from_version=v1, outcome="still_failing",
                                          router_reason="always the verifier", prompt_version="repair.verifier@3",
                                          llm_calls={"verifier": repair_call.pk})
-    v2 = services.create_version(task, files2, parent=v1, repair=repair1,  # as step_repair: the calls accumulate
+    v2 = versions.create_version(task, files2, parent=v1, repair=repair1,  # as step_repair: the calls accumulate
                                  prompt_versions={**v1.prompt_versions, "verifier": "repair.verifier@3"},
                                  llm_calls={**v1.llm_calls, "verifier": repair_call.pk})
     RepairRound.objects.filter(pk=repair1.pk).update(to_version=v2)
@@ -118,7 +120,7 @@ def build_task_with_repairs(run) -> Task:
     repair2 = RepairRound.objects.create(task=task, number=2, artifact="solution", failure="oracle_failed",
                                          failure_reason="the solution does not write /app/out", triggered_by=val2,
                                          from_version=v2, outcome="fixed", routed_by="llm", router_reason=EVIL)
-    v3 = services.create_version(task, files3, parent=v2, repair=repair2, prompt_versions=v2.prompt_versions,
+    v3 = versions.create_version(task, files3, parent=v2, repair=repair2, prompt_versions=v2.prompt_versions,
                                  llm_calls=v2.llm_calls)
     RepairRound.objects.filter(pk=repair2.pk).update(to_version=v3)
 
@@ -410,7 +412,7 @@ def test_a_version_file_downloads_and_only_its_own_files(task, client_as):
 
 def test_a_task_under_construction_still_has_a_page(make_run, client_as):
     run = make_run("")
-    services.create_tasks(run)
+    construction.create_tasks(run)
     task = Task.objects.get(run=run)
     client = client_as("reviewer")
     for name in ("instruction", "solution", "verifier", "validation", "repairs"):

@@ -5,6 +5,7 @@ import json
 import time
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 
 from facet_site.lib import harbor
@@ -98,7 +99,7 @@ def test_a_task_under_construction_is_not_rechecked(task):
 @pytest.mark.django_db
 def test_without_docker_the_recheck_waits_and_the_page_says_so(task, client_as, monkeypatch,
                                                                django_capture_on_commit_callbacks):
-    monkeypatch.setenv("DOCKER_HOST", CLOSED_SOCKET)
+    monkeypatch.setattr(settings, "DOCKER_HOST", CLOSED_SOCKET)
     recheck = rechecks.request_recheck(task.current_version, kind="revalidate")
     result = rechecks.run_recheck(recheck.pk)
     validation = recheck.validations.get()
@@ -115,8 +116,13 @@ def test_without_docker_the_recheck_waits_and_the_page_says_so(task, client_as, 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         assert client.post(f"/tasks/rechecks/{recheck.pk}/resume/").status_code == 302
     assert len(callbacks) == 1
+    from tasks import jobs
+
     dispatched = []
-    assert rechecks.resume_queued(dispatch=dispatched.append) == 1 and dispatched == [recheck.pk]
+    monkeypatch.setattr(jobs.docker_recheck, "delay", dispatched.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert rechecks.resume_queued() == 1
+    assert dispatched == [recheck.pk]
 
 
 # --- progress, comparison, flakiness --------------------------------------------------------------
@@ -202,7 +208,7 @@ def test_a_validation_that_errors_ends_the_recheck_in_error(task, monkeypatch):
         Validation.objects.filter(pk=validation_id).update(status=ValidationStatus.RUNNING)
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(rechecks.services, "validate", broken)
+    monkeypatch.setattr(rechecks, "validate", broken)
     result = rechecks.run_recheck(recheck.pk)
     assert result.status == RecheckStatus.ERROR and "2 of 2 validations" in result.message
     assert set(recheck.validations.values_list("status", flat=True)) == {"error"}
@@ -308,7 +314,7 @@ def test_a_recheck_that_waited_for_docker_resumes_in_its_own_job_and_never_decid
         engine, monkeypatch, django_capture_on_commit_callbacks):
     """An imported task's status is decided by its own validation; a reviewer's re-check of it
     that waited for Docker goes back to the re-check job, not to docker_validate."""
-    from tasks import jobs, services
+    from tasks import construction, jobs
 
     task = Task.objects.create(name="imported", imported=True, status=TaskStatus.VALIDATED, step=Step.DONE)
     version = task.versions.create(number=1, content_hash="sha256:imported-1", files={"instruction.md": "x"})
@@ -319,8 +325,8 @@ def test_a_recheck_that_waited_for_docker_resumes_in_its_own_job_and_never_decid
     monkeypatch.setattr(jobs.docker_recheck, "delay", lambda rid: sent.append(("recheck", rid)))
     monkeypatch.setattr(jobs.docker_validate, "delay", lambda vid: sent.append(("validate", vid)))
     with django_capture_on_commit_callbacks(execute=True):
-        services.resume_waiting()
+        construction.resume_waiting()
     assert sent == [("recheck", recheck.pk)]
-    assert services.validate_pending() == []  # the CLI's --pending leaves re-checks to their job
+    assert construction.validate_pending() == []  # the CLI's --pending leaves re-checks to their job
     task.refresh_from_db()
     assert task.status == TaskStatus.VALIDATED

@@ -11,7 +11,8 @@ from django.test import Client
 from django.utils import timezone
 
 from scenarios.models import RunStatus, SynthesisRun
-from tasks import review, services, summary
+from tasks import funnel as construction_funnel
+from tasks import review, summary
 from tasks.filters import FUNNEL_STAGES, TaskFilter
 from tasks.models import (
     AuditEvent,
@@ -152,9 +153,9 @@ def test_a_decision_on_a_version_the_reviewer_did_not_see_is_refused(task, users
 def test_a_new_version_reopens_review(task, users):
     review.decide(task, user=users["reviewer"], verdict="approve")
     assert refreshed(task).review_state == ReviewState.APPROVED
-    # a repair moves the task to a new version the way construction does (services._move)
+    # a repair moves the task to a new version the way construction does (Task.move_to)
     v2 = add_version(task, current=False)
-    services._move(task, Step.DONE, status=TaskStatus.VALIDATED, current_version=v2)
+    task.move_to(Step.DONE, status=TaskStatus.VALIDATED, current_version=v2)
     task = refreshed(task)
     assert task.current_version == v2 and task.review_state == ReviewState.UNREVIEWED
     assert summary.standing_decision(task) is None
@@ -466,7 +467,7 @@ def test_every_funnel_stage_is_a_task_filter_that_lists_what_it_counts(run, user
     make_task(None, name="imported", imported=True)
     review.decide(repaired, user=users["reviewer"], verdict="approve")
     rows = review.funnel(run)
-    assert [r["stage"] for r in rows[:-2]] == list(FUNNEL_STAGES) == [s for s, _, _ in services.FUNNEL_STAGES]
+    assert [r["stage"] for r in rows[:-2]] == list(FUNNEL_STAGES) == [s for s, _, _ in construction_funnel.FUNNEL_STAGES]
     for row in rows:
         listed = TaskFilter.from_query(row["query"]).queryset().count()
         assert listed == row["count"], row

@@ -10,18 +10,18 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from facet_site.lib import harbor
-from facet_site.lib import harbor_results as hr
 from facet_site.lib import rollout as ro
-from scenarios import scripted_llm
+from demo import scripted_llm
 from scenarios.models import LLMCall
-from tasks import rollouts, services
+from tasks import generation, rollout_imports, rollouts, versions
 from tasks.models import (
     AuditEvent,
-    BatchStatus,
+    RolloutBatchStatus,
     RolloutBatch,
     Task,
     TaskStatus,
@@ -67,7 +67,7 @@ def task_bundle(name: str = "sum-qty", instruction: str = "") -> harbor.TaskBund
 
 def make_task(tmp_path: Path, name: str = "sum-qty", status=TaskStatus.VALIDATED, instruction: str = "") -> Task:
     d = harbor.write_task_dir(task_bundle(name, instruction), tmp_path / "src" / name)
-    task = services.import_task_dir(d)
+    task = versions.import_task_dir(d)
     Task.objects.filter(pk=task.pk).update(status=status)
     task.refresh_from_db()
     return task
@@ -81,7 +81,7 @@ def test_a_batch_has_one_pending_trajectory_per_task_and_attempt_on_the_current_
     a, b = make_task(tmp_path, "alpha"), make_task(tmp_path, "beta")
     make_task(tmp_path, "gamma", status=TaskStatus.DISCARDED)
     batch = rollouts.create_batch(model="m1", attempts=3, user=users["reviewer"])  # default: validated tasks
-    assert batch.status == BatchStatus.QUEUED and batch.selection["tasks"] == 2
+    assert batch.status == RolloutBatchStatus.QUEUED and batch.selection["tasks"] == 2
     rows = list(batch.trajectories.order_by("task_id", "attempt").values_list("task_id", "attempt", "version_id",
                                                                                "status", "model", "agent"))
     assert rows == [(t.pk, n, t.current_version_id, "pending", "m1", "terminus-2") for t in (a, b) for n in range(3)]
@@ -102,14 +102,14 @@ def test_a_batch_has_one_pending_trajectory_per_task_and_attempt_on_the_current_
 def test_without_docker_trajectories_wait_and_a_redelivered_message_changes_nothing(tmp_path, monkeypatch):
     task = make_task(tmp_path)
     batch = rollouts.create_batch(query=f"ids={task.pk}", model="m1", attempts=2)
-    monkeypatch.setenv("DOCKER_HOST", CLOSED_SOCKET)
+    monkeypatch.setattr(settings, "DOCKER_HOST", CLOSED_SOCKET)
     rollouts.run_batch(batch.pk)
     trajs = list(batch.trajectories.order_by("id"))
     assert {t.status for t in trajs} == {TrajectoryStatus.WAITING_FOR_DOCKER}
     assert trajs[0].message.startswith(f"Docker engine not reachable at {CLOSED_SOCKET}")
     assert all(t.claimed_at is None for t in trajs)
     batch.refresh_from_db()
-    assert batch.status == BatchStatus.RUNNING  # not done: waiting
+    assert batch.status == RolloutBatchStatus.RUNNING  # not done: waiting
     assert not rollouts.finish_if_done(batch.pk)
     # a claim another worker holds is left alone: the job is told when to look again
     now = timezone.now()
@@ -129,7 +129,10 @@ def test_without_docker_trajectories_wait_and_a_redelivered_message_changes_noth
 
 
 @pytest.mark.django_db
-def test_stale_claims_are_requeued_and_waiting_trajectories_resume_when_an_engine_answers(tmp_path, monkeypatch):
+def test_stale_claims_are_requeued_and_waiting_trajectories_resume_when_an_engine_answers(
+        tmp_path, monkeypatch, django_capture_on_commit_callbacks):
+    from tasks import jobs
+
     task = make_task(tmp_path)
     batch = rollouts.create_batch(query=f"ids={task.pk}", model="m1", attempts=3)
     t1, t2, t3 = batch.trajectories.order_by("id")
@@ -138,23 +141,33 @@ def test_stale_claims_are_requeued_and_waiting_trajectories_resume_when_an_engin
     Trajectory.objects.filter(pk=t2.pk).update(status=TrajectoryStatus.RUNNING, claimed_at=timezone.now())
     Trajectory.objects.filter(pk=t3.pk).update(status=TrajectoryStatus.WAITING_FOR_DOCKER)
     dispatched: list[int] = []
-    assert rollouts.advance_batch(batch.pk, dispatch=dispatched.append) == 1
+    monkeypatch.setattr(jobs.docker_rollout, "delay", dispatched.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert rollouts.advance_batch(batch.pk) == 1
     assert dispatched == [t1.pk] and Trajectory.objects.get(pk=t1.pk).status == TrajectoryStatus.PENDING
     assert Trajectory.objects.get(pk=t2.pk).status == TrajectoryStatus.RUNNING  # alive
-    monkeypatch.setenv("DOCKER_HOST", CLOSED_SOCKET)
+    monkeypatch.setattr(settings, "DOCKER_HOST", CLOSED_SOCKET)
     dispatched.clear()
-    assert rollouts.resume(batch, dispatch=dispatched.append) == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        assert rollouts.resume(batch) == 0
+    assert dispatched == []
     assert Trajectory.objects.get(pk=t3.pk).status == TrajectoryStatus.WAITING_FOR_DOCKER
 
 
 @pytest.mark.docker
 @pytest.mark.django_db
-def test_waiting_trajectories_go_back_to_work_once_docker_answers(tmp_path, engine):
+def test_waiting_trajectories_go_back_to_work_once_docker_answers(tmp_path, engine, monkeypatch,
+                                                                   django_capture_on_commit_callbacks):
+    from tasks import jobs
+
     task = make_task(tmp_path)
     batch = rollouts.create_batch(query=f"ids={task.pk}", model="m1", attempts=1)
     batch.trajectories.update(status=TrajectoryStatus.WAITING_FOR_DOCKER, message="no engine")
     dispatched: list[int] = []
-    assert rollouts.resume(dispatch=dispatched.append) == 1
+    monkeypatch.setattr(jobs.docker_rollout, "delay", dispatched.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert rollouts.resume() == 1
+    assert len(dispatched) == 1
     assert Trajectory.objects.get(pk=dispatched[0]).status == TrajectoryStatus.PENDING
 
 
@@ -171,7 +184,7 @@ def test_cancelling_marks_what_has_not_run_and_stops_running_attempts_at_their_n
     with pytest.raises(rollouts._Cancelled):
         rollouts._still_mine(traj, token)
     assert not rollouts.cancel_batch(batch)
-    assert RolloutBatch.objects.get(pk=batch.pk).status == BatchStatus.CANCELLED
+    assert RolloutBatch.objects.get(pk=batch.pk).status == RolloutBatchStatus.CANCELLED
     assert rollouts.run_trajectory(pending.pk).status == TrajectoryStatus.ERROR  # nothing claimable
 
 
@@ -180,7 +193,7 @@ class Recorder:
         self.calls = calls
 
 
-def fake_result(*, passed: bool) -> ro.Trajectory:
+def fake_result(*, passed: bool) -> ro.AgentRun:
     """What run_rollout returns: three turns (observe, act, confirm) and the verifier's verdict."""
     turns = [
         ro.Turn(index=1, analysis=f"Read it first {XSS}", plan="cat", model_text="{}", tokens_in=100, tokens_out=10,
@@ -194,7 +207,7 @@ def fake_result(*, passed: bool) -> ro.Trajectory:
         ro.Turn(index=3, analysis="Confirm", plan="", model_text="{}", tokens_in=300, tokens_out=5, seconds=0.5,
                 state="none", task_complete=True, commands=[]),
     ]
-    return ro.Trajectory(turns=turns, reward=1.0 if passed else 0.0, passed=passed, stop_reason="completed",
+    return ro.AgentRun(turns=turns, reward=1.0 if passed else 0.0, passed=passed, stop_reason="completed",
                          total_seconds=9.0, tokens_in=600, tokens_out=35, agent_seconds=4.0, verifier_seconds=3.0,
                          verifier_output="2 passed", test_results=[
                              {"name": "test_outputs.py::test_out_exists", "outcome": "passed"},
@@ -250,7 +263,7 @@ def test_infrastructure_trouble_and_a_silent_model_are_never_counted(tmp_path):
     batch = rollouts.create_batch(query=f"ids={task.pk}", model="m1", attempts=3)
     a, b, c = batch.trajectories.order_by("id")
     traj, token = rollouts._claim(a.pk)
-    result = ro.Trajectory(turns=[], reward=None, passed=False, test_results=[], stop_reason="model_error",
+    result = ro.AgentRun(turns=[], reward=None, passed=False, test_results=[], stop_reason="model_error",
                            total_seconds=1, tokens_in=0, tokens_out=0, error="PermanentLLMError: no key")
     rollouts._record(traj, token, result, Recorder([]), "s")
     a.refresh_from_db()
@@ -325,11 +338,11 @@ def job_dir(tmp_path, db):
     """A Harbor job over one of our tasks (exported, so its checksum is known), a task that moved
     on since (matched through its directory), and one that is not ours."""
     ours = make_task(tmp_path, "sum-qty")
-    exported = services.write_harbor_task(ours.current_version, tmp_path / "exported" / "sum-qty")
-    checksum = hr.dirhash([(p.relative_to(exported).as_posix(), p.read_bytes())
+    exported = versions.write_harbor_task(ours.current_version, tmp_path / "exported" / "sum-qty")
+    checksum = harbor.dirhash([(p.relative_to(exported).as_posix(), p.read_bytes())
                            for p in sorted(exported.rglob("*")) if p.is_file()])
     local = make_task(tmp_path, "local-one", instruction="Another task.\n")
-    local_dir = services.write_harbor_task(local.current_version, tmp_path / "exported" / "local-one")
+    local_dir = versions.write_harbor_task(local.current_version, tmp_path / "exported" / "local-one")
     job = tmp_path / "jobs" / "2026-01-01__10-00-00"
     job.mkdir(parents=True)
     (job / "config.json").write_text(json.dumps({"job_name": "nightly"}))
@@ -346,13 +359,13 @@ def job_dir(tmp_path, db):
 
 
 def test_a_harbor_job_becomes_a_batch_with_trials_matched_by_name_checksum_or_directory(job_dir, users):
-    assert hr.task_checksum(services.version_bundle(job_dir["ours"].current_version)) == job_dir["checksum"]
-    outcome = rollouts.import_results(job_dir["job"], user=users["reviewer"])
+    assert harbor.task_checksum(versions.version_bundle(job_dir["ours"].current_version)) == job_dir["checksum"]
+    outcome = rollout_imports.import_results(job_dir["job"], user=users["reviewer"])
     assert outcome.refused == [] and len(outcome.batches) == 1
     batch = outcome.batches[0]
     assert (batch.source, batch.name, batch.status, batch.model, batch.agent) == (
         "harbor", "nightly", "done", "deepseek/deepseek-v4-pro", "terminus-2")
-    report = rollouts.job_report(batch)
+    report = rollout_imports.job_report(batch)
     assert (report["trials"], report["matched"]) == (5, 4)
     assert report["unmatched"] == [{"trial": "fix-git__eee5555", "task_name": "terminal-bench/fix-git",
                                     "reason": f"no task named 'fix-git' and no version with task_checksum {'f' * 16}…"}]
@@ -373,8 +386,8 @@ def test_a_harbor_job_becomes_a_batch_with_trials_matched_by_name_checksum_or_di
     task = Task.objects.get(pk=job_dir["ours"].pk)
     assert (task.n_rollouts, task.pass_rate) == (3, pytest.approx(1 / 3))
     # the same job again is refused, naming the batch it already is
-    with pytest.raises(rollouts.ImportRefused, match=f"already imported as batch #{batch.pk}"):
-        rollouts.import_job(job_dir["job"])
+    with pytest.raises(rollout_imports.ImportRefused, match=f"already imported as batch #{batch.pk}"):
+        rollout_imports.import_job(job_dir["job"])
 
 
 def _counts():
@@ -388,8 +401,8 @@ def test_a_malformed_trial_refuses_the_whole_job_naming_file_and_field(job_dir):
     bad["agent_result"]["n_input_tokens"] = "many"
     write_trial(job_dir["job"], "typed__ggg7777", bad)
     before = _counts()
-    with pytest.raises(rollouts.ImportRefused) as refused:
-        rollouts.import_job(job_dir["job"])
+    with pytest.raises(rollout_imports.ImportRefused) as refused:
+        rollout_imports.import_job(job_dir["job"])
     assert _counts() == before  # nothing half-imported
     problems = {(p["trial"], p["file"], p["field"]) for p in refused.value.problems}
     assert ("broken__fff6666", "result.json", "") in problems
@@ -400,24 +413,24 @@ def test_a_malformed_trial_refuses_the_whole_job_naming_file_and_field(job_dir):
 def test_a_partial_job_is_refused_unless_asked_and_then_lists_what_it_left_out(job_dir):
     write_trial(job_dir["job"], "sum-qty__hhh8888", None)  # still running: no result.json yet
     before = _counts()
-    with pytest.raises(rollouts.ImportRefused, match="the trial has not finished"):
-        rollouts.import_job(job_dir["job"])
+    with pytest.raises(rollout_imports.ImportRefused, match="the trial has not finished"):
+        rollout_imports.import_job(job_dir["job"])
     assert _counts() == before
-    batch = rollouts.import_job(job_dir["job"], allow_partial=True)
-    assert rollouts.job_report(batch)["incomplete"] == ["sum-qty__hhh8888"]
+    batch = rollout_imports.import_job(job_dir["job"], allow_partial=True)
+    assert rollout_imports.job_report(batch)["incomplete"] == ["sum-qty__hhh8888"]
     assert batch.trajectories.count() == 4
 
 
 def test_import_results_finds_every_job_and_refuses_a_directory_without_one(job_dir, tmp_path):
     second = tmp_path / "jobs" / "other"
     write_trial(second, "sum-qty__iii9999", harbor_result("sum-qty", checksum=job_dir["checksum"]))
-    outcome = rollouts.import_results(tmp_path / "jobs")
+    outcome = rollout_imports.import_results(tmp_path / "jobs")
     assert outcome.refused == [], [r.problems for r in outcome.refused]
     assert sorted(b.name for b in outcome.batches) == ["nightly", "other"]
-    with pytest.raises(rollouts.ImportRefused, match="no Harbor job directory here"):
-        rollouts.import_results(tmp_path / "src")
-    with pytest.raises(rollouts.ImportRefused, match="no such file"):
-        rollouts.import_results(tmp_path / "missing")
+    with pytest.raises(rollout_imports.ImportRefused, match="no Harbor job directory here"):
+        rollout_imports.import_results(tmp_path / "src")
+    with pytest.raises(rollout_imports.ImportRefused, match="no such file"):
+        rollout_imports.import_results(tmp_path / "missing")
 
 
 def test_the_import_command_prints_the_report_and_fails_on_a_refused_job(job_dir, capsys):
@@ -516,7 +529,7 @@ def test_a_reviewer_starts_a_batch_from_the_task_list_filter_and_watches_it(tmp_
     assert bad.status_code == 400 and "strategy: unknown value" in bad.content.decode()
     response = c.post(f"/tasks/rollouts/{batch.pk}/cancel/")
     assert response.status_code == 302
-    assert RolloutBatch.objects.get(pk=batch.pk).status == BatchStatus.CANCELLED
+    assert RolloutBatch.objects.get(pk=batch.pk).status == RolloutBatchStatus.CANCELLED
     partial = c.get(f"/tasks/rollouts/{batch.pk}/?part=progress", HTTP_HX_REQUEST="true")
     assert partial.status_code == 286  # finished: polling stops
 
@@ -564,7 +577,7 @@ def test_the_api_lists_starts_cancels_and_imports_with_roles(finished_batch, tmp
 @pytest.mark.django_db
 def test_the_rollout_command_starts_reports_and_cancels(tmp_path, capsys, monkeypatch):
     task = make_task(tmp_path)
-    monkeypatch.setenv("DOCKER_HOST", CLOSED_SOCKET)
+    monkeypatch.setattr(settings, "DOCKER_HOST", CLOSED_SOCKET)
     call_command("rollout", "start", "--query", f"ids={task.pk}", "--model", "m1", "-k", "2", "--wait")
     out = capsys.readouterr().out
     batch = RolloutBatch.objects.get()
@@ -623,7 +636,7 @@ def test_rollouts_run_in_docker_recorded_from_the_scripted_model_and_replayed(tm
         wrong = rollouts.create_batch(query=f"ids={task.pk}", model="scripted-wrong", attempts=1, max_turns=6,
                                       timeout_s=120, llm={"provider": "openai", "base_url": url})
         wrong = rollouts.run_batch(wrong.pk)
-    assert recorded.status == BatchStatus.DONE, recorded.message
+    assert recorded.status == RolloutBatchStatus.DONE, recorded.message
     trajs = list(recorded.trajectories.order_by("attempt"))
     assert [(t.status, t.passed, t.reward, t.n_turns) for t in trajs] == [("done", True, 1.0, 3)] * 2, \
         [(t.status, t.message) for t in trajs]
@@ -655,7 +668,7 @@ def test_rollouts_run_in_docker_recorded_from_the_scripted_model_and_replayed(tm
 def test_a_batch_runs_on_a_docker_worker(tmp_path, engine, docker_worker, monkeypatch):
     # the worker is another process: it replays a cassette written here (no server it could reach)
     task = make_task(tmp_path)
-    subject = f"{services.task_subject(task)}:model:recorded:attempt:1"
+    subject = f"{generation.task_subject(task)}:model:recorded:attempt:1"
     cassette = tmp_path / "worker.cassette.jsonl"
     replies = [{"analysis": "look", "plan": "", "commands": [{"command": "cat /app/data.csv"}], "task_complete": False},
                {"analysis": "write", "plan": "", "commands": [{"command": "echo 10 > /app/out.txt"}],
@@ -677,10 +690,10 @@ def test_a_batch_runs_on_a_docker_worker(tmp_path, engine, docker_worker, monkey
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         batch.refresh_from_db()
-        if batch.status == BatchStatus.DONE:
+        if batch.status == RolloutBatchStatus.DONE:
             break
         assert docker_worker.poll() is None, docker_worker.log_tail()
         time.sleep(0.5)
     traj = batch.trajectories.get()
-    assert batch.status == BatchStatus.DONE, (traj.status, traj.message, docker_worker.log_tail())
+    assert batch.status == RolloutBatchStatus.DONE, (traj.status, traj.message, docker_worker.log_tail())
     assert (traj.passed, traj.n_turns) == (True, 3)

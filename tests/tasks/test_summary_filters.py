@@ -22,7 +22,7 @@ from tasks.models import (
     TrajectoryStatus,
     Trial,
     TrialKind,
-    Verdict,
+    ReviewVerdict,
 )
 
 TOML = '''version = "1.0"
@@ -72,8 +72,8 @@ def test_summary_follows_decisions_trials_repairs_and_rollouts(reviewer):
     assert summary.refresh_summary(task).review_state == ReviewState.UNREVIEWED
 
     oracle(task.current_version, ["passed", "passed", "passed"])
-    first = decide(task, Verdict.REJECT, reviewer, reason="too_strict")
-    decide(task, Verdict.APPROVE, reviewer)
+    first = decide(task, ReviewVerdict.REJECT, reviewer, reason="too_strict")
+    decide(task, ReviewVerdict.APPROVE, reviewer)
     task = summary.refresh_summary(task)
     assert (task.review_state, task.n_tests) == (ReviewState.APPROVED, 3)
 
@@ -101,8 +101,8 @@ def test_summary_follows_decisions_trials_repairs_and_rollouts(reviewer):
 
 def test_undo_withdraws_a_decision_and_restores_the_earlier_one(reviewer):
     task = make_task("undo")
-    decide(task, Verdict.NEEDS_FIX, reviewer, reason="under_specified")
-    approval = decide(task, Verdict.APPROVE, reviewer)
+    decide(task, ReviewVerdict.NEEDS_FIX, reviewer, reason="under_specified")
+    approval = decide(task, ReviewVerdict.APPROVE, reviewer)
     assert summary.refresh_summary(task).review_state == ReviewState.APPROVED
     Decision.objects.create(task=task, version=task.current_version, content_hash=approval.content_hash,
                             verdict=approval.verdict, author=reviewer, withdraws=approval, comment="undo")
@@ -151,7 +151,7 @@ def test_filter_selects_what_the_query_says(reviewer):
     for t in (a, b, c):
         summary.set_labels(t)
     oracle(a.current_version, ["passed"] * 4)
-    decide(c, Verdict.REJECT, reviewer, reason="flaky")
+    decide(c, ReviewVerdict.REJECT, reviewer, reason="flaky")
     for t in (a, b, c):
         summary.refresh_summary(t)
 

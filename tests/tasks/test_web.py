@@ -2,18 +2,22 @@
 what happens when no engine is reachable."""
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from facet_site.lib import harbor
-from tasks import services
+from scenarios import run_config
+from tasks import construction, environments, repair, versions
 from tasks.models import (
     Environment,
     EnvironmentBuild,
     RepairRound,
+    RolloutBatch,
     Step,
     Task,
     TaskStatus,
     TestResult,
+    Trajectory,
     Trial,
     Validation,
     ValidationStatus,
@@ -28,16 +32,16 @@ CLOSED_SOCKET = "unix:///nonexistent/facet-test-docker.sock"
 @pytest.fixture
 def task(make_run):
     run = make_run("")
-    services.create_tasks(run)
+    construction.create_tasks(run)
     task = Task.objects.get(run=run)
     env_files = {"Dockerfile": "FROM facet-base:bookworm\nWORKDIR /app\nCOPY data/ /app/data/\n", "data/x.txt": "x\n"}
     Environment.objects.filter(pk=task.environment_id).update(files=env_files, status="built")
-    files = services.make_files(task, environment=env_files, instruction=f"Do it {XSS}", solve_sh="#!/bin/bash\necho ok\n",
+    files = versions.make_files(task, environment=env_files, instruction=f"Do it {XSS}", solve_sh="#!/bin/bash\necho ok\n",
                                 test_sh="#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n", test_py="def test_x():\n    pass\n",
-                                run_cfg=services.construction_config(run))
-    v1 = services.create_version(task, files)
+                                run_cfg=run_config.construction_config(run))
+    v1 = versions.create_version(task, files)
     files2 = dict(files, **{"tests/test_outputs.py": "def test_y():\n    assert False\n"})
-    v2 = services.create_version(task, files2, parent=v1)
+    v2 = versions.create_version(task, files2, parent=v1)
     failed = Validation.objects.create(version=v1, status=ValidationStatus.DONE, accepted=False,
                                        failure="nop_unexpected_pass", reason=f"nop: reward 1 {XSS}")
     trial = Trial.objects.create(validation=failed, version=v1, kind="nop", reward=1.0, passed=False,
@@ -95,10 +99,28 @@ def test_the_validate_button_is_for_reviewers(task, client_as, django_capture_on
     assert client_as("viewer").post(f"/tasks/{task.pk}/validate/").status_code == 403
     client = client_as("reviewer")
     assert "Validate v2" in client.get(f"/tasks/{task.pk}/").content.decode()
-    with django_capture_on_commit_callbacks(execute=False):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = client.post(f"/tasks/{task.pk}/validate/")
     assert response.status_code == 302
     assert Validation.objects.filter(version=task.current_version, status="queued").count() == 1
+    assert len(callbacks) == 1  # the Docker job, queued by the service once the request commits
+
+
+def test_resuming_a_batch_queues_its_pending_trajectories_again(task, client_as, monkeypatch,
+                                                               django_capture_on_commit_callbacks):
+    from tasks import jobs
+
+    batch = RolloutBatch.objects.create(name="b", model="m", attempts=1, status="running")
+    pending = Trajectory.objects.create(batch=batch, task=task, version=task.current_version, attempt=1, model="m")
+    Trajectory.objects.create(batch=batch, task=task, version=task.current_version, attempt=2, model="m",
+                              status="done", passed=True)
+    queued: list[int] = []
+    monkeypatch.setattr(jobs.docker_rollout, "delay", queued.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client_as("reviewer").post(f"/tasks/rollouts/{batch.pk}/resume/", follow=True)
+    assert response.redirect_chain[-1][0] == f"/tasks/rollouts/{batch.pk}/"
+    assert queued == [pending.pk]
+    assert "1 trajectories of batch" in response.content.decode()
 
 
 def test_pages_need_a_login(task, client):
@@ -106,20 +128,20 @@ def test_pages_need_a_login(task, client):
 
 
 def test_without_an_engine_a_task_waits_for_docker_and_nothing_else_breaks(make_run, llm_url, monkeypatch):
-    monkeypatch.setenv("DOCKER_HOST", CLOSED_SOCKET)
+    monkeypatch.setattr(settings, "DOCKER_HOST", CLOSED_SOCKET)  # read once in settings.py
     run = make_run("", url=llm_url)
-    services.construct_run(run.pk)
+    construction.construct_run(run.pk)
     task = Task.objects.get(run=run)
     assert task.status == TaskStatus.WAITING_FOR_DOCKER and task.step == Step.BUILD and task.claimed_at is None
     assert task.message.startswith(f"Docker engine not reachable at {CLOSED_SOCKET}; see README")
     assert task.environment.files["Dockerfile"].startswith("FROM facet-base:bookworm")  # the LLM steps ran
     # resuming with no engine leaves it waiting
-    assert services.resume_waiting() == 0
+    assert construction.resume_waiting() == 0
     assert Task.objects.get(pk=task.pk).status == TaskStatus.WAITING_FOR_DOCKER
 
 
 def test_validate_without_an_engine_leaves_the_validation_waiting(task, monkeypatch, capsys):
-    monkeypatch.setenv("DOCKER_HOST", CLOSED_SOCKET)
+    monkeypatch.setattr(settings, "DOCKER_HOST", CLOSED_SOCKET)  # read once in settings.py
     with pytest.raises(CommandError, match="Docker engine not reachable"):
         call_command("validate", str(task.current_version_id))
     waiting = Validation.objects.get(version=task.current_version)
@@ -134,7 +156,7 @@ def test_validate_names_a_missing_version(db):
 
 
 def test_packaging_writes_the_version_with_its_metadata(task, tmp_path):
-    path = services.write_harbor_task(task.current_version, tmp_path / "t")
+    path = versions.write_harbor_task(task.current_version, tmp_path / "t")
     bundle = harbor.read_task_dir(path)
     assert harbor.content_hash(bundle) == task.current_version.content_hash
     assert bundle.config.scenario_id == str(task.scenario_id) and bundle.config.skills
@@ -142,17 +164,17 @@ def test_packaging_writes_the_version_with_its_metadata(task, tmp_path):
 
 def test_the_router_blames_the_artifact_the_failure_type_points_at(task):
     v = Validation(failure="solution_timeout")
-    assert services.preclassify(v) == "solution"
-    assert services.preclassify(Validation(failure="build_failed")) == "environment"
-    assert services.preclassify(Validation(failure="partial_unexpected_pass")) == "verifier"
-    assert services.preclassify(Validation(failure="oracle_failed")) is None
+    assert repair.preclassify(v) == "solution"
+    assert repair.preclassify(Validation(failure="build_failed")) == "environment"
+    assert repair.preclassify(Validation(failure="partial_unexpected_pass")) == "verifier"
+    assert repair.preclassify(Validation(failure="oracle_failed")) is None
     static = Validation(failure="static_check_failed",
                         static_findings=[{"check": "solution_writes_reward", "severity": "error", "message": ""}])
-    assert services.preclassify(static) == "solution"
+    assert repair.preclassify(static) == "solution"
 
 
 def test_an_environment_with_secrets_or_tests_is_refused_by_the_lint():
-    problems = services.lint_environment({
+    problems = environments.lint_environment({
         "Dockerfile": "FROM ubuntu:24.04\nCOPY tests/ /tests/\n", "tests/test_outputs.py": "x",
         "data/key.pem": "-----BEGIN RSA PRIVATE KEY-----\nabc\n"})
     text = "\n".join(problems)

@@ -3,10 +3,11 @@ recorded over HTTP from the scripted model: the recorded responses drive real bu
 import time
 
 import pytest
+from django.conf import settings
 from django.db import transaction
 
 from scenarios.models import LLMCall
-from tasks import jobs, services
+from tasks import construction
 from tasks.models import Task, TaskStatus
 
 pytestmark = pytest.mark.docker
@@ -18,15 +19,14 @@ def test_construction_replayed_from_a_cassette_finishes_on_a_worker(engine, make
     recorded = make_run("nop-pass", url=llm_url)
     recorded.config["llm"]["record"] = str(cassette)
     recorded.save(update_fields=["config"])
-    services.construct_run(recorded.pk)
+    construction.construct_run(recorded.pk)
     assert Task.objects.get(run=recorded).status == TaskStatus.VALIDATED
 
     run = make_run("nop-pass")
     run.config["llm"] = {"provider": "replay", "cassette": str(cassette), "model": "scripted"}
     run.save(update_fields=["config"])
     with transaction.atomic():
-        services.create_tasks(run)
-        transaction.on_commit(lambda: jobs.advance_construction.delay(run.pk))
+        construction.start_construction(run)  # queued when the transaction commits
     task = Task.objects.get(run=run)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
@@ -77,13 +77,14 @@ def worker_with_beat(transactional_db, tmp_path):
 def test_a_task_that_waited_for_docker_resumes_by_itself_on_a_worker_with_beat(engine, make_run, llm_url,
                                                                                monkeypatch, request):
     # First attempt: no engine answers (a socket that does not exist), so the build step waits.
-    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/facet-test-docker.sock")
+    engine_host = settings.DOCKER_HOST
+    monkeypatch.setattr(settings, "DOCKER_HOST", "unix:///nonexistent/facet-test-docker.sock")
     run = make_run("", url=llm_url)
-    services.construct_run(run.pk)
+    construction.construct_run(run.pk)
     task = Task.objects.get(run=run)
     assert task.status == TaskStatus.WAITING_FOR_DOCKER and task.step == "build"
     assert "Docker engine not reachable at unix:///nonexistent/facet-test-docker.sock" in task.message
-    monkeypatch.delenv("DOCKER_HOST")
+    monkeypatch.setattr(settings, "DOCKER_HOST", engine_host)
     # Nothing is queued for the task: only the periodic resume job can bring it back.
     worker = request.getfixturevalue("worker_with_beat")
     deadline = time.monotonic() + 240

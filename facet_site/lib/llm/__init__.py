@@ -1,7 +1,7 @@
 """The Django-free LLM layer: OpenAI-compatible Chat Completions with structured output, typed
 errors, retries, a request cache, call records, and record/replay cassettes.
 
-    client = LLMClient(LLMSettings.from_env(), recorder=store_call, cache=MemoryCache())
+    client = LLMClient(LLMSettings.from_env(os.environ), recorder=store_call, cache=MemoryCache())
     result = client.complete(stage="draft", subject="skill:42", prompt_version=prompt.version,
                              messages=prompt.messages(skill_json=skill), schema=DraftOutput)
 """

@@ -1,5 +1,7 @@
-"""Where and how to call the model: one frozen `LLMSettings`, read from the environment and
-narrowed per stage by profiles (a cheap model for one stage, a longer timeout for another)."""
+"""Where and how to call the model: one frozen `LLMSettings`, built from the FACET_LLM_* values
+`facet_site/settings.py` passes in, with overrides laid over it by one function (`overlaid`): a
+run's or batch's own "llm" section, and per-stage profiles (a cheap model for one stage, a longer
+timeout for another)."""
 from __future__ import annotations
 
 import dataclasses
@@ -48,8 +50,10 @@ class LLMSettings:
     # -- construction -------------------------------------------------------------------------
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> LLMSettings:
-        env = os.environ if environ is None else environ
+    def from_env(cls, environ: Mapping[str, str]) -> LLMSettings:
+        """Settings from FACET_LLM_* variables in `environ`; blank ones keep the defaults.
+        `facet_site/settings.py` is the one caller (it passes os.environ once, at start-up)."""
+        env = environ
         kwargs: dict[str, Any] = {}
         for var, name in _ENV_FIELDS.items():
             raw = env.get(var)
@@ -64,17 +68,22 @@ class LLMSettings:
                 kwargs[name] = _coerce(name, raw.strip(), source=var)
         return cls(**kwargs)
 
-    def for_stage(self, stage: str, profiles: Mapping[str, Mapping[str, Any]] | None) -> LLMSettings:
-        """These settings with the stage's profile laid over them; stages without one are unchanged."""
-        overrides = (profiles or {}).get(stage)
+    def overlaid(self, overrides: Mapping[str, Any] | None, *, source: str) -> LLMSettings:
+        """These settings with `overrides` (field name -> value) laid over them; the one way settings
+        are narrowed, for a run's or batch's "llm" section and for a stage's profile alike.
+        Numbers may come as strings; "none"/"" for a nullable field means "do not send it"."""
         if not overrides:
             return self
         known = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(overrides) - known)
         if unknown:
-            raise LLMConfigError(f"LLM profile for stage {stage!r} sets unknown field(s): {', '.join(unknown)}")
-        coerced = {k: _coerce(k, v, source=f"profile {stage!r}") for k, v in overrides.items()}
+            raise LLMConfigError(f"{source} sets unknown field(s): {', '.join(unknown)}")
+        coerced = {k: _coerce(k, v, source=source) for k, v in overrides.items()}
         return dataclasses.replace(self, **coerced)
+
+    def for_stage(self, stage: str, profiles: Mapping[str, Mapping[str, Any]] | None) -> LLMSettings:
+        """These settings with the stage's profile laid over them; stages without one are unchanged."""
+        return self.overlaid((profiles or {}).get(stage), source=f"LLM profile for stage {stage!r}")
 
     # -- derived values -----------------------------------------------------------------------
 
@@ -128,6 +137,8 @@ def _coerce(name: str, value: Any, *, source: str) -> Any:
         return None
     if value is None:
         return None
+    if isinstance(value, os.PathLike):  # a cassette or record path given as a Path
+        return os.fspath(value)
     try:
         if name in _FLOAT_FIELDS:
             return float(value)

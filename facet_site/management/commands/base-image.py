@@ -1,3 +1,5 @@
+"""`facet base-image`: build the restricted base image every task environment starts FROM."""
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from facet_site.lib import docker_engine as de
@@ -16,13 +18,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, tag, force, pull=None, **options):
         try:
-            client = de.connect()
+            client = de.connect(settings.DOCKER_HOST)
         except de.EngineUnavailable as exc:
             raise CommandError(str(exc)) from None
         if pull:
             return self.pull(client, pull, tag)
         try:
-            image = de.ensure_base_image(client, tag, force=force)
+            image = de.ensure_base_image(client, tag, data_dir=settings.DATA_DIR, force=force)
         except de.PermanentEngineError as exc:
             raise CommandError(f"base image {tag}: {exc}") from None
         self.stdout.write(self.style.SUCCESS(f"Base image ready: {tag} ({getattr(image, 'short_id', image)})"))

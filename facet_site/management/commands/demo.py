@@ -116,7 +116,7 @@ def run_demo_rollouts(command: "Command", run, *, docker_ready: bool = True) -> 
 
 
 def _run_batch(command: "Command", batch) -> None:
-    from tasks import jobs, rollouts
+    from tasks import rollouts
     from tasks.models import Trajectory, TrajectoryStatus
 
     if command.mode != "external":
@@ -128,10 +128,9 @@ def _run_batch(command: "Command", batch) -> None:
         return
     if command.worker is not None:
         command.worker.start()
-        for tid in batch.trajectories.filter(status=TrajectoryStatus.PENDING).values_list("id", flat=True):
-            jobs.docker_rollout.delay(tid)
+        rollouts.start_batch(batch)
     else:
-        rollouts.resume(batch, dispatch=jobs.docker_rollout.delay, all_pending=True)
+        rollouts.resume(batch, all_pending=True)
     deadline = time.monotonic() + command.timeout
     last = None
     while time.monotonic() < deadline:
@@ -267,11 +266,13 @@ class Command(BaseCommand):
         batch = skill_services.ingest_path(DEMO_CORPUS, label="demo-corpus")
         self.stdout.write(f"Demo corpus: {batch.message} ({Skill.objects.count() - before} new rows).")
         self.worker = DemoWorker(self) if self.mode == "worker" else None
+        docker_host = settings.DOCKER_HOST
         try:
             run = self.synthesis_run()
             if no_docker:
-                # The Docker steps (here and on the worker, which inherits the environment) find no engine.
-                os.environ["DOCKER_HOST"] = NO_DOCKER_HOST
+                # The Docker steps find no engine: here (the setting, until this command ends) and on
+                # the worker this command starts, whose settings read the environment it inherits.
+                settings.DOCKER_HOST = os.environ["DOCKER_HOST"] = NO_DOCKER_HOST
                 docker_problem = "--no-docker was given"
             else:
                 docker_problem = self.docker_engine()
@@ -280,6 +281,7 @@ class Command(BaseCommand):
             if not no_rollouts:
                 run_demo_rollouts(self, run, docker_ready=not docker_problem)
         finally:
+            settings.DOCKER_HOST = docker_host
             if self.worker is not None:
                 self.worker.stop()
         self.stdout.write(self.style.SUCCESS(f"\nDemo ready in {time.monotonic() - started:.0f} s: "
@@ -309,10 +311,8 @@ class Command(BaseCommand):
         unfinished = SynthesisRun.objects.filter(
             name=DEMO_RUN_NAME, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).order_by("id").first()
         if external and unfinished is not None:
-            run = unfinished  # an earlier demo's run, still on the workers: follow it
-            from scenarios import jobs as run_jobs
-
-            run_jobs.advance_run.delay(run.pk)
+            run = unfinished  # an earlier demo's run, still on the workers: hand out its work again
+            run_services.advance_run(run.pk)
         else:
             run = run_services.start_run(name=DEMO_RUN_NAME, user=admin, enqueue=external, config={
                 "limits": DEMO_LIMITS,
@@ -358,9 +358,9 @@ class Command(BaseCommand):
         from tasks.apps import base_image
 
         try:
-            client = de.connect(timeout_s=20)
+            client = de.connect(settings.DOCKER_HOST, timeout_s=20)
         except de.EngineUnavailable as exc:
-            if os.environ.get("DOCKER_HOST"):
+            if settings.DOCKER_HOST:
                 return str(exc)  # somebody else's engine: not ours to start
             if os.geteuid() != 0:
                 return f"{exc} (only root can start one here)"
@@ -369,7 +369,7 @@ class Command(BaseCommand):
             if proc.returncode != 0:
                 return f"{exc}; scripts/start-dockerd failed: {proc.stderr.strip()[-600:]}"
             try:
-                client = de.connect(timeout_s=20)
+                client = de.connect(settings.DOCKER_HOST, timeout_s=20)
             except de.EngineUnavailable as again:
                 return str(again)
         try:
@@ -379,9 +379,9 @@ class Command(BaseCommand):
                     return f"the base image {tag} (FACET_BASE_IMAGE) is missing; build or pull it first"
                 self.stdout.write(f"Building the base image {tag} (debootstrap of Debian bookworm, a few minutes, "
                                   "once) ...")
-                de.ensure_base_image(client, tag)
+                de.ensure_base_image(client, tag, data_dir=Path(settings.DATA_DIR))
             info = client.version()
-            self.stdout.write(f"Docker Engine {info.get('Version')} at {de.engine_url()}, base image {tag}.")
+            self.stdout.write(f"Docker Engine {info.get('Version')} at {de.engine_url(settings.DOCKER_HOST)}, base image {tag}.")
         except de.DockerEngineError as exc:
             return f"the Docker Engine answered but the base image is not usable: {exc}"
         finally:
@@ -391,17 +391,17 @@ class Command(BaseCommand):
     # --- construction -----------------------------------------------------------------------------
 
     def construction(self, run, *, docker_ready: bool) -> None:
-        from tasks import services as task_services
-        from tasks.models import Task
+        from tasks import construction
+        from tasks.models import OPEN_STATUSES, Task
 
-        created = task_services.create_tasks(run)
+        created = construction.create_tasks(run)
         if docker_ready:
             # Tasks an earlier demo left waiting for Docker go back to work now that an engine answers.
-            resumed = task_services.resume_waiting(run=run)
+            resumed = construction.resume_waiting(run=run)
             if resumed:
                 self.stdout.write(f"Resumed {resumed} task(s) that waited for a Docker Engine.")
         tasks = Task.objects.filter(run=run)
-        open_ = tasks.filter(status__in=task_services.OPEN_STATUSES).count()
+        open_ = tasks.filter(status__in=OPEN_STATUSES).count()
         if not open_:
             self.stdout.write(f"Task construction of run #{run.pk}: nothing left to do ({tasks.count()} tasks).")
             return
@@ -409,7 +409,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Task construction: {created} tasks from the run's consistent scenarios.")
         started = time.monotonic()
         if self.mode == "inline":
-            task_services.construct_run(run.pk)
+            construction.construct_run(run.pk)
         else:
             self.construct_on_workers(run)
         self.stdout.write(f"Task construction took {time.monotonic() - started:.0f} s.")
@@ -417,7 +417,7 @@ class Command(BaseCommand):
     def construct_on_workers(self, run) -> None:
         """On the demo's worker (or, with --external-workers, on whoever serves the broker) until no
         task of the run has work left."""
-        from tasks import services as task_services
+        from tasks import construction
         from tasks.models import Task, Validation, ValidationStatus
 
         if self.worker is not None:
@@ -432,14 +432,13 @@ class Command(BaseCommand):
         Validation.objects.filter(version__task__run=run, status=ValidationStatus.RUNNING).update(
             status=ValidationStatus.QUEUED)
         self.stdout.write("Finishing the construction in this process ...")
-        task_services.construct_run(run.pk)
+        construction.construct_run(run.pk)
 
     def _follow(self, run) -> bool:
-        from tasks import jobs
-        from tasks import services as task_services
-        from tasks.models import Task
+        from tasks import construction
+        from tasks.models import OPEN_STATUSES, Task
 
-        jobs.advance_construction.delay(run.pk)
+        construction.queue_advance(run.pk)
         deadline = time.monotonic() + self.timeout
         last, last_change = None, time.monotonic()
         while time.monotonic() < deadline:
@@ -454,11 +453,11 @@ class Command(BaseCommand):
                 for status, _ in state:
                     counts[status] = counts.get(status, 0) + 1
                 self.stdout.write("  " + ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items())))
-            if not any(status in task_services.OPEN_STATUSES for status, _, _ in rows):
+            if not any(status in OPEN_STATUSES for status, _, _ in rows):
                 return True
             if time.monotonic() - last_change > 90:
                 # Nothing moved for a while: hand the open steps out again (claims make it harmless).
-                jobs.advance_construction.delay(run.pk)
+                construction.queue_advance(run.pk)
                 last_change = time.monotonic()
             time.sleep(1)
         self.stderr.write(f"The workers did not finish within {self.timeout:.0f} s.")
@@ -467,7 +466,7 @@ class Command(BaseCommand):
     # --- the report -------------------------------------------------------------------------------
 
     def report(self, run, docker_problem: str) -> None:
-        from tasks import services as task_services
+        from tasks.funnel import funnel
         from tasks.models import Task, TaskStatus
 
         tasks = list(Task.objects.filter(run=run).select_related("environment").order_by("id"))
@@ -477,7 +476,7 @@ class Command(BaseCommand):
             for line in task_story(task):
                 self.stdout.write(f"          {line}")
         self.stdout.write("\nFunnel (Table 5):")
-        for row in task_services.funnel(run):
+        for row in funnel(run):
             retention = f"{row['retention']:.1f}%" if row["retention"] is not None else ""
             self.stdout.write(f"  {row['label']:<32} {row['count']:>4} {retention:>8}")
         waiting = sum(1 for t in tasks if t.status == TaskStatus.WAITING_FOR_DOCKER)

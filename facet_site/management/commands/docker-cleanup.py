@@ -1,3 +1,5 @@
+"""`facet docker-cleanup`: remove the sandbox containers facet left behind."""
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from facet_site.lib import docker_engine as de
@@ -11,7 +13,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, older_than, **options):
         try:
-            client = de.connect()
+            client = de.connect(settings.DOCKER_HOST)
         except de.EngineUnavailable as exc:
             raise CommandError(str(exc)) from None
         removed = de.cleanup_leftovers(client, older_than_s=older_than)

@@ -1,3 +1,4 @@
+"""`facet setup_roles`: create the admin, reviewer and viewer groups."""
 from django.core.management.base import BaseCommand
 
 from facet_site.services import ensure_roles

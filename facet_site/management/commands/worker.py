@@ -1,3 +1,4 @@
+"""`facet worker`: a Celery worker for facet's jobs, with Celery beat inside it unless --no-beat."""
 import os
 import re
 

@@ -1,8 +1,9 @@
+"""`facet pairs`: import and export scenario–skill pairs as the reference implementation's JSONL."""
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scenarios import services
+from scenarios import pairs_jsonl
 from scenarios.models import SynthesisRun
 
 
@@ -37,7 +38,7 @@ class Command(BaseCommand):
         if not file.is_file():
             raise CommandError(f"{file}: no such file")
         with file.open("rb") as stream:  # bytes: the service decodes line by line, so one bad byte spoils one line
-            result = services.import_pairs_jsonl(run=run, stream=stream)
+            result = pairs_jsonl.import_pairs_jsonl(run=run, stream=stream)
         self.stdout.write(self.style.SUCCESS(f"Run #{run.pk}: {result.created} created, {result.skipped} skipped, "
                                              f"{len(result.errors)} lines with errors."))
         for line, message in result.errors:
@@ -45,7 +46,7 @@ class Command(BaseCommand):
 
     def _export(self, *, run_id=None, verdict="accepted", output: Path | None = None, **_):
         run = self._run(run_id)
-        lines = services.export_pairs_jsonl(run=run, verdict=None if verdict == "all" else verdict)
+        lines = pairs_jsonl.export_pairs_jsonl(run=run, verdict=None if verdict == "all" else verdict)
         count = 0
         with (output.open("w", encoding="utf-8") if output else _Unclosed(self.stdout)) as target:
             for line in lines:

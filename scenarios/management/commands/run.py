@@ -1,9 +1,11 @@
+"""`facet run`: start, follow, cancel and list synthesis runs."""
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from scenarios import selectors, services
 from scenarios.forms import build_config
 from scenarios.models import Strategy, SynthesisRun
+from scenarios.run_config import RunConfigError
 
 
 class Command(BaseCommand):
@@ -57,7 +59,7 @@ class Command(BaseCommand):
         try:
             # --wait runs the stages here, so no job is queued for a worker to race with
             run = services.start_run(name=name, user=creator, config=config, enqueue=not wait)
-        except services.RunConfigError as exc:
+        except RunConfigError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(str(run.pk))
         if wait:

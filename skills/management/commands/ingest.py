@@ -1,10 +1,11 @@
+"""`facet ingest PATH`: ingest skills from a directory, a ClawHub backup, a git checkout or an archive."""
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from skills import services
-from skills.models import BatchStatus
+from skills.models import IngestBatchStatus
 
 
 class Command(BaseCommand):
@@ -31,7 +32,7 @@ class Command(BaseCommand):
         batch = services.ingest_path(path, label=label, progress=progress)
         if bar is not None:
             bar.close()
-        if batch.status == BatchStatus.FAILED:
+        if batch.status == IngestBatchStatus.FAILED:
             raise CommandError(batch.message)
         s = batch.summary
         out = self.stdout

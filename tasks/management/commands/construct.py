@@ -1,8 +1,8 @@
+"""`facet construct RUN_ID`: task construction of a run, queued for the workers or run here."""
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
 from scenarios.models import SynthesisRun
-from tasks import services
+from tasks import construction, funnel
 
 
 class Command(BaseCommand):
@@ -17,7 +17,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, run_id=None, wait=False, resume=False, **options):
         if resume:
-            n = services.resume_waiting()
+            n = construction.resume_waiting()
             self.stdout.write(f"Resumed {n} task{'s' if n != 1 else ''} that waited for Docker.")
             if run_id is None:
                 return
@@ -27,12 +27,9 @@ class Command(BaseCommand):
         if run is None:
             raise CommandError(f"no run with id {run_id}")
         if wait:
-            services.construct_run(run.pk)
+            construction.construct_run(run.pk)
         else:
-            from tasks import jobs
-
-            services.create_tasks(run)
-            transaction.on_commit(lambda: jobs.advance_construction.delay(run.pk))
+            construction.start_construction(run)
             self.stdout.write(f"Construction of run #{run.pk} queued.")
         self._summary(run)
 
@@ -45,6 +42,6 @@ class Command(BaseCommand):
                 line += f"  ({task.discard_reason or task.message})"[:300]
             self.stdout.write(line)
         self.stdout.write(f"  {'stage':<32} {'count':>7} {'retention':>10}")
-        for row in services.funnel(run):
+        for row in funnel.funnel(run):
             retention = f"{row['retention']:.2f}%" if row["retention"] is not None else "—"
             self.stdout.write(f"  {row['label']:<32} {row['count']:>7} {retention:>10}")

@@ -1,9 +1,10 @@
+"""`facet export`: a task selection written as one reproducible dataset archive, in this process."""
 import shutil
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from tasks import datasets
+from tasks import exports
 
 
 class Command(BaseCommand):
@@ -17,17 +18,17 @@ class Command(BaseCommand):
                                  "Empty: the approved tasks.")
         parser.add_argument("--out", metavar="PATH",
                             help="Also copy the archive here (a file name, or a directory to put it in).")
-        parser.add_argument("--parts", default=",".join(datasets.PARTS),
-                            help=f"Comma-separated parts to write (default all: {','.join(datasets.PARTS)}).")
+        parser.add_argument("--parts", default=",".join(exports.PARTS),
+                            help=f"Comma-separated parts to write (default all: {','.join(exports.PARTS)}).")
         parser.add_argument("--name", default="", help="A name for the export record.")
 
     def handle(self, *args, query="", out=None, parts="", name="", **options):
         try:
-            export = datasets.create_export(query=query, parts=parts, name=name, queue=False)
-        except datasets.ExportError as exc:
+            export = exports.create_export(query=query, parts=parts, name=name, queue=False)
+        except exports.ExportError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"Export #{export.pk}: {export.name}")
-        export = datasets.run_export(export.pk)
+        export = exports.run_export(export.pk)
         if export is None or export.status != "done":
             raise CommandError(f"export failed: {export.error if export else 'claimed by another worker'}")
         path = Path(export.archive_path)

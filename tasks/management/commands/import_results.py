@@ -1,8 +1,9 @@
+"""`facet import-results PATH`: Harbor job results imported as rollout batches."""
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from tasks import rollouts
+from tasks import rollout_imports
 
 
 class Command(BaseCommand):
@@ -20,12 +21,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, path, partial=False, name="", **options):
         try:
-            outcome = rollouts.import_results(Path(path), allow_partial=partial, name=name)
-        except rollouts.ImportRefused as exc:
+            outcome = rollout_imports.import_results(Path(path), allow_partial=partial, name=name)
+        except rollout_imports.ImportRefused as exc:
             self._refused(exc)
             raise CommandError(f"nothing imported from {path}") from exc
         for batch in outcome.batches:
-            report = rollouts.job_report(batch)
+            report = rollout_imports.job_report(batch)
             self.stdout.write(f"Batch #{batch.pk} {batch.name}: {report['matched']} of {report['trials']} trials "
                               f"matched ({batch.model or '-'} · {batch.agent}).")
             for u in report["unmatched"]:
@@ -39,7 +40,7 @@ class Command(BaseCommand):
         if outcome.refused:
             raise CommandError(f"{len(outcome.refused)} job(s) refused, {len(outcome.batches)} imported")
 
-    def _refused(self, exc: rollouts.ImportRefused):
+    def _refused(self, exc: rollout_imports.ImportRefused):
         self.stderr.write(f"Refused {exc.job}: nothing of it was imported.")
         for p in exc.problems:
             where = "/".join(x for x in (p["trial"], p["file"]) if x)

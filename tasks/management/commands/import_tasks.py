@@ -1,8 +1,9 @@
+"""`facet import-tasks PATH`: Harbor or Terminal-Bench tasks made elsewhere, imported for review."""
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from tasks import datasets
+from tasks import imports
 
 
 class Command(BaseCommand):
@@ -18,7 +19,7 @@ class Command(BaseCommand):
     def handle(self, *args, path, validate=False, **options):
         if not Path(path).exists():
             raise CommandError(f"{path}: no such file or directory")
-        task_import = datasets.import_path(path, validate=validate)
+        task_import = imports.import_path(path, validate=validate)
         for p in task_import.problems:
             where = "/".join(x for x in (p.get("task"), p.get("file")) if x) or "-"
             extra = "".join(f" [{k} {p[k]}]" for k in ("field", "line") if p.get(k) not in (None, ""))

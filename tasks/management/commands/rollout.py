@@ -1,3 +1,4 @@
+"""`facet rollout start|status|cancel|resume`: rollout batches from the command line."""
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
@@ -79,17 +80,14 @@ class Command(BaseCommand):
     def do_resume(self, *, batch_id=None, wait=False, **_):
         batch = self._batch(batch_id) if batch_id is not None else None
         if wait:
-            ids: list[int] = []
-            rollouts.resume(batch, dispatch=ids.append, all_pending=True)
+            ids = rollouts.reclaim(batch, all_pending=True)
             for tid in ids:
                 rollouts.run_trajectory(tid)
             for bid in {b for b in RolloutBatch.objects.filter(trajectories__in=ids).values_list("id", flat=True)}:
                 rollouts.finish_if_done(bid)
             self.stdout.write(f"Ran {len(ids)} trajectories.")
             return
-        from tasks import jobs
-
-        n = rollouts.resume(batch, dispatch=lambda tid: jobs.docker_rollout.delay(tid), all_pending=True)
+        n = rollouts.resume(batch, all_pending=True)
         self.stdout.write(f"Queued {n} trajectories again.")
 
     def _progress(self, batch):

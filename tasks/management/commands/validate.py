@@ -1,9 +1,12 @@
+"""`facet validate`: validations run in this process (one version, the pending ones, or an imported directory)."""
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from tasks import services
+from facet_site.lib import harbor
+from tasks import construction, imports, validating
 from tasks.models import Task, TaskVersion, ValidationStatus
+from tasks.versions import bundle_of, text_files
 
 
 class Command(BaseCommand):
@@ -20,8 +23,8 @@ class Command(BaseCommand):
         if sum(bool(x) for x in (version_id, pending, import_dir)) != 1:
             raise CommandError("give one of: VERSION_ID, --pending, --import TASK_DIR")
         if pending:
-            services.resume_waiting()
-            done = services.validate_pending()
+            construction.resume_waiting()
+            done = construction.validate_pending()
             for validation in done:
                 self._report(validation)
             if not done:
@@ -33,23 +36,20 @@ class Command(BaseCommand):
             version = TaskVersion.objects.select_related("task").filter(pk=version_id).first()
             if version is None:
                 raise CommandError(f"no task version with id {version_id}")
-        validation = services.request_validation(version)
-        result = services.validate(validation.pk)
+        validation = validating.request_validation(version, queue=False)  # run here, below
+        result = validating.validate(validation.pk)
         if result is not None and version.task.imported and result.status != ValidationStatus.WAITING_FOR_DOCKER:
-            services.apply_outcome(Task.objects.get(pk=version.task_id), result)
+            validating.apply_outcome(Task.objects.get(pk=version.task_id), result)
         self._report(result or validation)
         if result is not None and result.status == ValidationStatus.WAITING_FOR_DOCKER:
             raise CommandError(result.reason)
 
     def _import(self, import_dir: str):
-        """One task directory through the importer (tasks.datasets); the version to validate is
+        """One task directory through the importer (tasks.imports); the version to validate is
         the new one, or the existing one with the same content."""
-        from facet_site.lib import harbor
-        from tasks import datasets
-
         if not Path(import_dir).is_dir():
             raise CommandError(f"{import_dir}: not a task directory")
-        task_import = datasets.import_path(import_dir)
+        task_import = imports.import_path(import_dir)
         for p in task_import.problems:
             where = "/".join(x for x in (p.get("task"), p.get("file")) if x)
             raise CommandError(f"{import_dir}: {where}: {p['error']}")
@@ -59,7 +59,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Imported task #{task.pk} as version {version.pk} ({version.content_hash})")
             return version
         bundle = harbor.read_task_dir(Path(import_dir))
-        digest = harbor.content_hash(services.bundle_of(bundle.name, datasets._text_files(bundle)))
+        digest = harbor.content_hash(bundle_of(bundle.name, text_files(bundle)))
         version = TaskVersion.objects.select_related("task").get(content_hash=digest)
         self.stdout.write(f"Already here as task #{version.task_id} version {version.pk} ({digest})")
         return version

@@ -1,0 +1,523 @@
+"""Safety scanning of every text file of a skill, with decoded evidence, Django-free.
+
+`scan_skill(files)` takes {relative path: text} for every text file of a skill (SKILL.md
+included) and returns a `SafetyReport`: a level (clean, suspicious, unsafe) and the findings that
+decided it, each naming the rule, the file, the 1-based line and the matched text. The rules live
+in data, `safety_rules.toml` beside this module (parsed by `skill_safety_rules`): ids, levels,
+descriptions, regular expressions with their context conditions, the vendor allow-list of
+official installer hosts, and for every rule a malicious example and a legitimate look-alike
+(the tests run them all).
+
+How a rule decides (all conditions are fields of the rule in the data file):
+* `patterns`: any of them matching fires the rule. `needles` (lowercase literals) pick the lines
+  the patterns run on, which keeps the 693-skill sample corpus to about 6 seconds.
+* `near` + `near_lines`: one of these must also match within that many lines of the match (a
+  credential read only counts with a network send close by).
+* `unless`: the rule stays quiet when the match's line(s) match one of these.
+* `url_levels`: the pattern's `url` group is classified as `local`, `raw_ip`, `plain_http`,
+  `allowlisted` (https from a vendor host in `[allowlist]`) or `unlisted`; the rule fires only for
+  the classes it names, at the level it gives each. So `curl https://get.docker.com | sh` stays
+  clean, the same command from a raw IP or over plain http is unsafe, from another host suspicious.
+* `outside_fences`: hidden-text rules (HTML comments) ignore what a fenced block shows openly.
+
+Encoded payloads (`skill_safety_decode`): base64 runs, `\\xNN` and hex strings, %-encoded runs
+and Unicode tag characters are decoded (nested up to `MAX_DECODE_DEPTH`) and the decoded text is
+scanned with every rule again. Such findings carry the decoding chain and the decoded text and
+stand on the line of the encoded text. An unsafe finding in decoded text stays unsafe only when
+its line runs something (`| sh`, eval, exec ...: `[context] executes`); an encoded payload that
+nothing runs is suspicious, for a reviewer to look at.
+
+Documented examples. Security skills quote attack strings; a dropper may also *claim* to be an
+example. A match counts as a documented example (kept in `SafetyReport.examples`, not in the
+level) only when its position says it is not to be run, judged from structure first and words
+second:
+* a fenced block whose language is data or text (```text, ```json ...), or that has no language
+  and no line that reads as a shell command, or a quoted string in a ```python (etc.) block, or an
+  inline code span or quoted string in a list item or table row whose prose gives no order (run,
+  install, paste, download ...) -- each labelled nearby as example, fixture, detection, pattern,
+  malicious, attack ...; or a quoted string or data file under a tests/fixtures folder;
+* a block that can be run (```bash, or commands in a block without a language) only when the
+  lines just above it or its heading call it something not to run (malicious, attack, never run,
+  a red cross mark ...): a dropper would have to call itself malicious to its own reader;
+* never under a setup heading (prerequisites, install, setup, quick start, usage), never in a
+  script outside a test folder, never in plain prose, and never for hidden text
+  (`exemptible = false`: Unicode tags, HTML comments).
+So "this is a detection example" written above a ```bash block or a bare command does nothing.
+Phrase rules (`kind = "text"`: prompt-injection wording, zero-width characters) accept a quoted,
+bold or fenced phrase anywhere it is labelled, because quoting a phrase is how defences list it.
+
+Publisher taint: `publishers_to_taint()` names the owners with an unsafe skill and
+`apply_publisher_taint()` raises their other skills to suspicious (rule `publisher.unsafe-sibling`).
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
+
+from facet_site.lib.skill_safety_decode import MAX_DECODE_DEPTH, decode_tree
+from facet_site.lib.skill_safety_rules import (
+    CLEAN, LEVELS, RULES_PATH, SUSPICIOUS, UNSAFE, Rule, RuleFileError, RuleSet, classify_url, load_rules,
+    worst_level,
+)
+
+__all__ = [
+    "CLEAN", "SUSPICIOUS", "UNSAFE", "LEVELS", "RULES_PATH", "PUBLISHER_RULE_ID", "MAX_DECODE_DEPTH",
+    "Finding", "SafetyReport", "Rule", "RuleSet", "RuleFileError", "load_rules", "classify_url", "scan_skill",
+    "scan_parsed_skill", "publishers_to_taint", "apply_publisher_taint", "worst_level",
+]
+
+PUBLISHER_RULE_ID = "publisher.unsafe-sibling"
+_EXCERPT_CHARS = 160
+_DECODED_CHARS = 300
+_MAX_PER_RULE_AND_FILE = 5
+_MAX_SCAN_CHARS = 2_000_000  # per file; the tail of a larger text file is not scanned
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule_id: str
+    level: str  # suspicious or unsafe
+    path: str  # the skill file, relative to the skill directory
+    line: int  # 1-based line in `path` (for decoded text: the line of the encoded text)
+    excerpt: str  # the matched text (capped)
+    description: str  # what the rule looks for, from the rule file
+    decoded_chain: tuple[str, ...] = ()  # e.g. ("base64",) or ("hex", "base64"), outermost first
+    decoded_text: str = ""  # the decoded text the rule fired on (capped)
+    example_reason: str = ""  # set on findings recognised as documented examples
+
+    @property
+    def message(self) -> str:
+        """One line for a reviewer: where, which rule, and what the payload decodes to."""
+        where = f"{self.path}:{self.line}"
+        if self.decoded_chain:
+            return f"{where} [{self.rule_id}] {' then '.join(self.decoded_chain)} on line {self.line} decodes to: {self.decoded_text}"
+        return f"{where} [{self.rule_id}] {self.excerpt}"
+
+    def to_dict(self) -> dict:
+        return {
+            "rule_id": self.rule_id, "level": self.level, "path": self.path, "line": self.line,
+            "excerpt": self.excerpt, "description": self.description,
+            "decoded_chain": list(self.decoded_chain), "decoded_text": self.decoded_text,
+            "example_reason": self.example_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Finding:
+        return cls(**{**data, "decoded_chain": tuple(data.get("decoded_chain", ()))})
+
+
+@dataclass(frozen=True)
+class SafetyReport:
+    level: str  # clean, suspicious or unsafe: the worst level among `findings`
+    findings: tuple[Finding, ...] = ()  # what decided the level, in file and line order
+    examples: tuple[Finding, ...] = ()  # matches recognised as documented examples; not counted
+    files_scanned: int = 0
+
+    @property
+    def rule_ids(self) -> frozenset[str]:
+        return frozenset(f.rule_id for f in self.findings)
+
+    def to_dict(self) -> dict:
+        return {
+            "level": self.level, "files_scanned": self.files_scanned,
+            "findings": [f.to_dict() for f in self.findings], "examples": [f.to_dict() for f in self.examples],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> SafetyReport:
+        return cls(
+            level=data["level"], files_scanned=data.get("files_scanned", 0),
+            findings=tuple(Finding.from_dict(f) for f in data.get("findings", ())),
+            examples=tuple(Finding.from_dict(f) for f in data.get("examples", ())),
+        )
+
+
+def scan_skill(files: Mapping[str, str], *, rules: RuleSet | None = None) -> SafetyReport:
+    """Scan every text file of one skill (relative path -> text, SKILL.md included)."""
+    rs = rules or load_rules()
+    active: list[Finding] = []
+    examples: list[Finding] = []
+    for path in sorted(files):
+        text = files[path]
+        if not isinstance(text, str) or not text:
+            continue
+        doc = _Doc(path, text[:_MAX_SCAN_CHARS], rs)
+        for finding in _scan_doc(rs, doc):
+            (examples if finding.example_reason else active).append(finding)
+    return SafetyReport(
+        level=worst_level(f.level for f in active), findings=tuple(active), examples=tuple(examples),
+        files_scanned=len(files),
+    )
+
+
+def scan_parsed_skill(skill, *, rules: RuleSet | None = None) -> SafetyReport:
+    """Scan a `skillformat.ParsedSkill`: SKILL.md rebuilt with its line numbers, plus every text file."""
+    files = {f.path: f.text for f in getattr(skill, "files", ()) if f.text is not None}
+    md_name = PurePosixPath(getattr(skill, "skill_md_path", "") or "SKILL.md").name
+    files[md_name] = _skill_md_text(skill)
+    return scan_skill(files, rules=rules)
+
+
+def _skill_md_text(skill) -> str:
+    head = []
+    if skill.frontmatter_text or skill.frontmatter_start_line:
+        head = ["---", *skill.frontmatter_text.rstrip("\n").split("\n"), "---"]
+    # Pad or trim so that body lines keep the numbers SKILL.md gives them.
+    want = max(skill.body_start_line - 1, 0)
+    head = (head + [""] * want)[:want]
+    return "\n".join(head + [skill.body]) if head else skill.body
+
+
+_SHEBANG = re.compile(r"\A#!\s*\S*(?:sh|python\d?|node|perl|ruby|env\s+\w+)\b")
+
+
+class _Doc:
+    """One file's text with its line index and, for Markdown, its fences and headings."""
+
+    def __init__(self, path: str, text: str, rs: RuleSet):
+        self.path = path
+        self.text = text
+        # A shell line continuation becomes two spaces: offsets stay, the command reads as one line.
+        self.norm = text.replace("\\\r\n", "   ").replace("\\\n", "  ") if "\\\n" in text or "\\\r\n" in text else text
+        self.low = self.norm.lower()
+        self.ascii = self.norm.isascii()
+        self.starts = _line_starts(text)
+        self.norm_starts = self.starts if self.norm is text else _line_starts(self.norm)
+        p = PurePosixPath(path.lower())
+        ext = p.suffix.lstrip(".")
+        self.in_test_dir = any(part in rs.test_dirs for part in p.parts[:-1]) or p.name.startswith("test_")
+        self.is_script = ext in rs.script_exts or bool(_SHEBANG.match(text))
+        self.is_data = ext in rs.data_exts and not self.is_script
+        self.is_markdown = ext in ("md", "markdown", "mdx") or (not ext and not self.is_script)
+        self._fences: list[tuple[int, int, str]] | None = None  # (open line, close line, language), 0-based
+        self._headings: list[tuple[int, int, str]] = []  # (line, level, text)
+
+    @property
+    def fences(self) -> list[tuple[int, int, str]]:
+        # Built on first use: only files with a finding need their Markdown structure.
+        if self._fences is None:
+            self._fences = []
+            if self.is_markdown:
+                self._structure()
+        return self._fences
+
+    @property
+    def headings(self) -> list[tuple[int, int, str]]:
+        return self._headings if self.fences is not None else []
+
+    def _structure(self) -> None:
+        lines = self.text.split("\n")
+        fence_open, marker, lang = -1, "", ""
+        for i, line in enumerate(lines):
+            s = line.strip()
+            if not s or s[0] not in "`~#":
+                continue
+            if fence_open < 0:
+                m = re.match(r"(`{3,}|~{3,})\s*([\w+#.-]*)", s)
+                if m:
+                    fence_open, marker, lang = i, m.group(1), m.group(2).lower()
+                elif s.startswith("#"):
+                    m = re.match(r"(#{1,6})\s+(.*)", s)
+                    if m:
+                        self._headings.append((i, len(m.group(1)), m.group(2)))
+            elif s.startswith(marker) and s.strip(marker[0]) == "":
+                self._fences.append((fence_open, i, lang))
+                fence_open = -1
+        if fence_open >= 0:
+            self._fences.append((fence_open, len(lines), lang))
+
+    def line_of(self, pos: int) -> int:
+        return bisect.bisect_right(self.starts, pos) - 1  # 0-based
+
+    def line_text(self, idx: int) -> str:
+        end = self.starts[idx + 1] - 1 if idx + 1 < len(self.starts) else len(self.text)
+        return self.text[self.starts[idx]:end]
+
+    def fence_at(self, idx: int) -> tuple[int, int, str] | None:
+        for f in self.fences:
+            if f[0] < idx < f[1]:
+                return f
+            if f[0] > idx:
+                break
+        return None
+
+    def fence_has_commands(self, fence: tuple[int, int, str], command_line: re.Pattern) -> bool:
+        a = self.starts[fence[0] + 1] if fence[0] + 1 < len(self.starts) else len(self.text)
+        b = self.starts[fence[1]] if fence[1] < len(self.starts) else len(self.text)
+        return bool(command_line.search(self.text, a, b))
+
+    def headings_above(self, idx: int) -> list[str]:
+        """The heading chain that governs line idx (nearest first, each level once)."""
+        chain, level = [], 7
+        for line, lvl, text in reversed(self.headings):
+            if line < idx and lvl < level:
+                chain.append(text)
+                level = lvl
+        return chain
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    find = text.find
+    i = find("\n")
+    while i >= 0:
+        starts.append(i + 1)
+        i = find("\n", i + 1)
+    return starts
+
+
+def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
+    out: list[Finding] = []
+    per_rule: dict[str, int] = {}
+    seen: set[tuple] = set()
+    layers = decode_tree(doc.norm, 1)
+
+    def add(rule: Rule, level: str, line_idx: int, excerpt: str, chain=(), decoded="", start=None, end=None) -> None:
+        key = (rule.id, line_idx, chain)
+        if key in seen or per_rule.get(rule.id, 0) >= _MAX_PER_RULE_AND_FILE:
+            return
+        seen.add(key)
+        if rule.outside_fences and doc.fence_at(line_idx) is not None:
+            return  # shown as code, so not hidden from a reader
+        if chain and level == UNSAFE and not rs.executes.search(doc.line_text(line_idx)):
+            level = SUSPICIOUS  # an encoded payload that nothing on its line runs
+        reason = _example_reason(rs, doc, rule, line_idx, start, end) if rule.exemptible else ""
+        if not reason:
+            per_rule[rule.id] = per_rule.get(rule.id, 0) + 1
+        out.append(Finding(
+            rule_id=rule.id, level=level, path=doc.path, line=line_idx + 1, excerpt=_cap(excerpt, _EXCERPT_CHARS),
+            description=rule.description, decoded_chain=tuple(chain), decoded_text=_cap(decoded, _DECODED_CHARS),
+            example_reason=reason,
+        ))
+
+    for rule, level, start, end in _matches(rs, doc.norm, doc.low, doc.norm_starts, doc.ascii):
+        idx = doc.line_of(start)
+        decoded = ""
+        chain: tuple[str, ...] = ()
+        if rule.id.startswith("encoded."):
+            # Show what the executed payload is, even when it fires no rule of its own.
+            on_line = [lay for lay in layers if doc.line_of(lay.start) == idx]
+            if on_line:
+                chain, decoded = on_line[0].chain, on_line[0].text
+        # The excerpt runs on to the end of the line: a match that stops at a URL still shows the "| sh".
+        add(rule, level, idx, doc.norm[start:].split("\n", 1)[0], chain, decoded, start, end)
+    for layer in layers:
+        idx = doc.line_of(layer.start)
+        low = layer.text.lower()
+        for rule, level, _start, _end in _matches(rs, layer.text, low, _line_starts(layer.text), layer.text.isascii()):
+            add(rule, level, idx, doc.norm[layer.start:layer.end], layer.chain, layer.text, layer.start, layer.end)
+    out.sort(key=lambda f: (f.line, f.rule_id))
+    return out
+
+
+def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bool):
+    """(rule, level, start, end) for every rule match in `text` whose conditions hold."""
+    needle_lines: dict[str, list[int]] = {}  # needles shared by rules are looked for once
+    for rule in rs.rules:
+        if rule.non_ascii and ascii_only:
+            continue
+        spans = _needle_spans(rule, text, low, starts, needle_lines)
+        # Matches on one line share their windows: without this, a long one-line file with many
+        # matches costs (matches x line length x conditions).
+        unless_at: dict[tuple[int, int], bool] = {}
+        near_at: dict[tuple[int, int], bool] = {}
+        for pattern in rule.patterns:
+            for m in (x for a, b in spans for x in pattern.finditer(text, a, b)):
+                level = rule.level
+                if rule.url_levels:
+                    level = rule.url_levels.get(classify_url(m.group("url") or "", rs.allowlist))
+                    if level is None:
+                        continue
+                first = bisect.bisect_right(starts, m.start()) - 1
+                last = bisect.bisect_right(starts, max(m.end() - 1, m.start())) - 1
+                if rule.unless:
+                    if (first, last) not in unless_at:
+                        unless_at[first, last] = _any_search(rule.unless, _span(text, starts, first, last))
+                    if unless_at[first, last]:
+                        continue
+                if rule.near:
+                    if (first, last) not in near_at:
+                        window = _span(text, starts, first - rule.near_lines, last + rule.near_lines)
+                        near_at[first, last] = _any_search(rule.near, window)
+                    if not near_at[first, last]:
+                        continue
+                yield rule, level, m.start(), m.end()
+
+
+def _needle_spans(
+    rule: Rule, text: str, low: str, starts: list[int], cache: dict[str, list[int]]
+) -> list[tuple[int, int]]:
+    """The stretches of `text` a rule's patterns need to see: the runs of lines holding a needle.
+
+    Python's regex engine tries every position of a pattern without a literal prefix, so running
+    60 patterns over whole files costs seconds per thousand skills; needle lines cost almost nothing.
+    """
+    if not rule.needles:
+        return [(0, len(text))]
+    hits: set[int] = set()
+    for needle in rule.needles:
+        lines = cache.get(needle)
+        if lines is None:
+            lines = cache[needle] = []
+            i = low.find(needle)
+            while i >= 0:
+                line = bisect.bisect_right(starts, i) - 1
+                lines.append(line)
+                i = low.find(needle, starts[line + 1] if line + 1 < len(starts) else len(low))  # next line
+        hits.update(lines)
+    if not hits:
+        return []
+    if rule.multiline:
+        return [(0, len(text))]
+    spans: list[tuple[int, int]] = []
+    for line in sorted(hits):
+        a = starts[line]
+        b = starts[line + 1] if line + 1 < len(starts) else len(text)
+        if spans and spans[-1][1] == a:
+            spans[-1] = (spans[-1][0], b)
+        else:
+            spans.append((a, b))
+    return spans
+
+
+def _span(text: str, starts: list[int], first: int, last: int) -> str:
+    first = max(first, 0)
+    end = starts[last + 1] if last + 1 < len(starts) else len(text)
+    return text[starts[first]:end]
+
+
+def _any_search(patterns: Iterable[re.Pattern], text: str) -> bool:
+    return any(p.search(text) for p in patterns)
+
+
+def _cap(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------------------------------------
+# Documented examples
+
+
+def _example_reason(rs: RuleSet, doc: _Doc, rule: Rule, idx: int, start: int | None, end: int | None) -> str:
+    """Why the match at line idx is a documented example, or "" when it may be an instruction."""
+    line = doc.line_text(idx)
+    a, b = (start - doc.starts[idx], end - doc.starts[idx]) if start is not None else (-1, -1)
+    if doc.is_script:
+        return "quoted string in a test file" if doc.in_test_dir and a >= 0 and _quoted(line, a, b) else ""
+    if doc.is_data:
+        return "data file in a test folder" if doc.in_test_dir else ""
+    if not doc.is_markdown:
+        return ""
+    headings = doc.headings_above(idx)
+    text_rule = rule.kind == "text"
+    if not text_rule and any(rs.setup_headings.search(h) for h in headings):
+        return ""  # commands under Install/Setup are to be run; a quoted phrase there is still a quote
+    fence = doc.fence_at(idx)
+    if fence is not None:
+        open_line, close_line, lang = fence
+        intro = [doc.line_text(i) for i in range(max(open_line - 3, 0), open_line)]
+        if lang in rs.data_fences or (not lang and not doc.fence_has_commands(fence, rs.command_line)):
+            position = f"```{lang or ' (no commands)'} block"
+        elif text_rule:
+            position = f"quoted text in a ```{lang} block"
+        elif lang in rs.program_fences and a >= 0 and _quoted(line, a, b):
+            position = f"quoted string in a ```{lang} block"
+        else:
+            # A block that can be run counts only when introduced as something not to run.
+            label = _label(rs.warning_labels, [*intro, *headings[:1]])
+            return f"```{lang} block introduced as {label!r}" if label else ""
+        inside = [doc.line_text(i) for i in range(max(idx - 3, open_line + 1), idx)]  # comments above the line
+        label = _label(rs.example_labels, [lang, *intro, *inside, *headings])
+        return f"{position} labelled {label!r}" if label else ""
+    quoted = a >= 0 and (_in_code_span(line, a, b) or _quoted(line, a, b) or (text_rule and _bold(line, a, b)))
+    if not quoted:
+        return ""
+    outside = re.sub(r"`[^`]*`|\"[^\"]*\"|“[^”]*”", " ", line)
+    if not text_rule:
+        stripped = line.lstrip()
+        if not (stripped.startswith("|") or re.match(r"(?:[-*+]|\d+[.)])\s", stripped)):
+            return ""
+        if rs.order_words.search(outside):
+            return ""
+    before = [doc.line_text(i) for i in range(max(idx - 3, 0), idx)]
+    label = _label(rs.example_labels, [outside, *before, *headings])
+    return f"quoted in a {'list or table' if not text_rule else 'line'} labelled {label!r}" if label else ""
+
+
+def _label(words: re.Pattern, texts: Iterable[str]) -> str:
+    for t in texts:
+        m = words.search(t or "")
+        if m:
+            return m.group(0)
+    return ""
+
+
+def _quoted(line: str, a: int, b: int) -> bool:
+    """The match [a, b) of `line` lies inside one '...', "..." or “...” string."""
+    b = min(b, len(line))
+    left, right = line.rfind("“", 0, a), line.find("”", b)
+    if left >= 0 and right >= 0 and "”" not in line[left:a]:
+        return True
+    for q in ("'", '"'):
+        left = line.rfind(q, 0, a)
+        right = line.find(q, b)
+        if left >= 0 and right >= 0 and line.count(q, 0, left) % 2 == 0 and q not in line[a:b]:
+            return True
+    return False
+
+
+def _bold(line: str, a: int, b: int) -> bool:
+    """The match lies inside a **bold** span: how lists of injection phrases name their entries."""
+    return line.count("**", 0, a) % 2 == 1 and "**" in line[min(b, len(line)):]
+
+
+def _in_code_span(line: str, a: int, b: int) -> bool:
+    return line.count("`", 0, a) % 2 == 1 and "`" in line[min(b, len(line)):]
+
+# ---------------------------------------------------------------------------------------------
+# Publisher taint
+
+
+def _owner_of_key(key: str) -> str:
+    return key.split("/", 1)[0] if "/" in key else ""
+
+
+def publishers_to_taint(
+    reports_by_skill: Mapping[str, SafetyReport], *, owner_of: Callable[[str], str] = _owner_of_key
+) -> set[str]:
+    """Owners with at least one unsafe skill (skill keys are "owner/slug" unless owner_of says else)."""
+    return {
+        owner for key, report in reports_by_skill.items()
+        if report.level == UNSAFE and (owner := owner_of(key))
+    }
+
+
+def apply_publisher_taint(
+    reports_by_skill: Mapping[str, SafetyReport], *, owner_of: Callable[[str], str] = _owner_of_key,
+    tainted: set[str] | None = None,
+) -> dict[str, SafetyReport]:
+    """The reports with every clean skill of a tainted publisher raised to suspicious.
+
+    `tainted` may come from outside (owners already known unsafe from earlier ingests); by default
+    it is computed from these reports. Unsafe and suspicious reports keep their level and gain
+    the finding too, so a reviewer sees why the publisher is distrusted.
+    """
+    tainted = publishers_to_taint(reports_by_skill, owner_of=owner_of) if tainted is None else tainted
+    out = {}
+    for key, report in reports_by_skill.items():
+        owner = owner_of(key)
+        if owner not in tainted or report.level == UNSAFE:
+            out[key] = report
+            continue
+        unsafe_siblings = sorted(k for k, r in reports_by_skill.items() if owner_of(k) == owner and r.level == UNSAFE)
+        note = Finding(
+            rule_id=PUBLISHER_RULE_ID, level=SUSPICIOUS, path="", line=0,
+            excerpt=f"publisher {owner} has unsafe skills: {', '.join(unsafe_siblings) or 'from an earlier ingest'}"[:_EXCERPT_CHARS],
+            description="A publisher with an unsafe skill makes their other skills suspicious.",
+        )
+        out[key] = replace(report, level=worst_level((report.level, SUSPICIOUS)), findings=(*report.findings, note))
+    return out

@@ -1,0 +1,196 @@
+"""The safety rule file (safety_rules.toml) parsed into compiled rules, and URL classes, Django-free.
+
+`load_rules()` reads and checks the rule file: every rule needs an id, a level, patterns that
+compile, and at least one bad and one good example. `classify_url()` puts an installer URL into
+the classes the rules' `url_levels` speak of. The scanner itself is `facet_site.lib.skill_safety`.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+import tomllib
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+__all__ = [
+    "CLEAN", "SUSPICIOUS", "UNSAFE", "LEVELS", "RULES_PATH", "URL_CLASSES", "Rule", "RuleSet",
+    "RuleFileError", "load_rules", "classify_url", "worst_level",
+]
+
+CLEAN, SUSPICIOUS, UNSAFE = "clean", "suspicious", "unsafe"
+LEVELS = (CLEAN, SUSPICIOUS, UNSAFE)
+_RANK = {CLEAN: 0, SUSPICIOUS: 1, UNSAFE: 2}
+RULES_PATH = Path(__file__).with_name("safety_rules.toml")
+URL_CLASSES = frozenset({"local", "raw_ip", "plain_http", "allowlisted", "unlisted"})
+
+
+def worst_level(levels: Iterable[str]) -> str:
+    return max(levels, key=_RANK.__getitem__, default=CLEAN)
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    level: str
+    description: str
+    patterns: tuple[re.Pattern, ...]
+    needles: tuple[str, ...] = ()
+    near: tuple[re.Pattern, ...] = ()
+    near_lines: int = 0
+    unless: tuple[re.Pattern, ...] = ()
+    url_levels: Mapping[str, str] = field(default_factory=dict)  # url class -> level; only these fire
+    exemptible: bool = True
+    kind: str = "command"  # "text" rules (injection phrases) may be quoted in any labelled fence
+    outside_fences: bool = False  # only matches outside fenced blocks count (hidden-text rules)
+    multiline: bool = False  # patterns span lines: run on the whole text, not only on needle lines
+    non_ascii: bool = False  # looks for non-ASCII characters only: ASCII-only texts are skipped
+    bad: tuple[dict, ...] = ()  # {"path", "text", "level"}: must fire this rule (at that level, if given)
+    good: tuple[dict, ...] = ()  # must not fire this rule
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...]
+    allowlist: tuple[tuple[str, str], ...]  # (host, path prefix) of official installers
+    example_labels: re.Pattern
+    warning_labels: re.Pattern
+    command_line: re.Pattern  # a line of a fenced block that is a shell command
+    executes: re.Pattern  # a line that runs what it decodes
+    setup_headings: re.Pattern
+    order_words: re.Pattern
+    data_fences: frozenset[str]
+    program_fences: frozenset[str]
+    test_dirs: frozenset[str]
+    script_exts: frozenset[str]
+    data_exts: frozenset[str]
+
+    def rule(self, rule_id: str) -> Rule:
+        for r in self.rules:
+            if r.id == rule_id:
+                return r
+        raise KeyError(rule_id)
+
+
+class RuleFileError(ValueError):
+    """The rule file is malformed: a missing field, an unknown level, a regex that does not compile."""
+
+
+def load_rules(path: str | Path | None = None) -> RuleSet:
+    """The rules from `path` (default: safety_rules.toml beside this module); cached for the default."""
+    if path is None:
+        return _default_rules()
+    return _parse_rules(tomllib.loads(Path(path).read_text(encoding="utf-8")))
+
+
+@lru_cache(maxsize=1)
+def _default_rules() -> RuleSet:
+    return _parse_rules(tomllib.loads(RULES_PATH.read_text(encoding="utf-8")))
+
+
+def _compile(items, flags, where: str) -> tuple[re.Pattern, ...]:
+    try:
+        return tuple(re.compile(p, flags) for p in items)
+    except re.error as exc:
+        raise RuleFileError(f"{where}: {exc}") from exc
+
+
+def _examples(items, where: str) -> tuple[dict, ...]:
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            out.append({"path": "SKILL.md", "text": item, "level": ""})
+        elif isinstance(item, dict) and isinstance(item.get("text"), str):
+            out.append({"path": item.get("path", "SKILL.md"), "text": item["text"], "level": item.get("level", "")})
+        else:
+            raise RuleFileError(f"{where}: an example is a string or {{path, text}}")
+    return tuple(out)
+
+
+def _parse_rules(data: dict) -> RuleSet:
+    rules, seen = [], set()
+    for raw in data.get("rule", ()):
+        rid = raw.get("id", "")
+        if not rid or rid in seen:
+            raise RuleFileError(f"rule id missing or repeated: {rid!r}")
+        seen.add(rid)
+        url_levels = dict(raw.get("url_levels", {}))
+        if set(url_levels) - URL_CLASSES:
+            raise RuleFileError(f"{rid}: unknown url class in url_levels: {sorted(set(url_levels) - URL_CLASSES)}")
+        level = worst_level(url_levels.values()) if url_levels else raw.get("level")
+        if level not in (SUSPICIOUS, UNSAFE) or any(v not in (SUSPICIOUS, UNSAFE) for v in url_levels.values()):
+            raise RuleFileError(f"{rid}: levels must be suspicious or unsafe")
+        flags = 0 if raw.get("case_sensitive") else re.IGNORECASE
+        patterns = _compile(raw.get("patterns", ()), flags, rid)
+        if not patterns:
+            raise RuleFileError(f"{rid}: no patterns")
+        if url_levels and any("url" not in p.groupindex for p in patterns):
+            raise RuleFileError(f"{rid}: url_levels needs a (?P<url>...) group in every pattern")
+        bad, good = _examples(raw.get("bad", ()), rid), _examples(raw.get("good", ()), rid)
+        if not bad or not good:
+            raise RuleFileError(f"{rid}: needs at least one bad and one good example")
+        rules.append(Rule(
+            id=rid, level=level, description=raw.get("description", "").strip(), patterns=patterns,
+            needles=tuple(n.lower() for n in raw.get("needles", ())),
+            near=_compile(raw.get("near", ()), flags, rid), near_lines=int(raw.get("near_lines", 0)),
+            unless=_compile(raw.get("unless", ()), flags, rid), url_levels=url_levels,
+            exemptible=bool(raw.get("exemptible", True)), kind=raw.get("kind", "command"),
+            outside_fences=bool(raw.get("outside_fences", False)), multiline=bool(raw.get("multiline", False)),
+            non_ascii=bool(raw.get("non_ascii", False)), bad=bad, good=good,
+        ))
+    allow = []
+    for entry in data.get("allowlist", {}).get("installers", ()):
+        host, _, prefix = entry.lower().partition("/")
+        allow.append((host, "/" + prefix if prefix else ""))
+    ctx = data.get("context", {})
+
+    def words(key: str) -> re.Pattern:
+        return re.compile(r"(?<!\w)(?:" + "|".join(ctx.get(key, ["(?!)"])) + r")(?!\w)", re.IGNORECASE)
+
+    return RuleSet(
+        rules=tuple(rules), allowlist=tuple(allow),
+        example_labels=words("example_labels"), warning_labels=words("warning_labels"),
+        command_line=re.compile(ctx.get("command_line", "(?!)"), re.IGNORECASE | re.MULTILINE),
+        executes=re.compile(ctx.get("executes", "(?!)"), re.IGNORECASE), setup_headings=words("setup_headings"),
+        order_words=words("order_words"),
+        data_fences=frozenset(ctx.get("data_fences", ())), program_fences=frozenset(ctx.get("program_fences", ())),
+        test_dirs=frozenset(ctx.get("test_dirs", ())), script_exts=frozenset(ctx.get("script_exts", ())),
+        data_exts=frozenset(ctx.get("data_exts", ())),
+    )
+
+
+
+def classify_url(url: str, allowlist: Iterable[tuple[str, str]] = ()) -> str:
+    """local, raw_ip, plain_http, allowlisted (https from a vendor installer host) or unlisted."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip("'\"`"))
+        host = (parts.hostname or "").lower().rstrip(".")
+    except ValueError:
+        return "unlisted"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        # Documentation ranges (203.0.113.0/24 ...) are "reserved" too but stand for real hosts here.
+        local = ip.is_loopback or ip.is_unspecified or ip.is_link_local or (
+            ip.is_private and not _is_documentation(ip))
+        return "local" if local else "raw_ip"
+    if host == "localhost" or host.endswith(".localhost") or host.endswith(".local"):
+        return "local"
+    if parts.scheme.lower() == "http":
+        return "plain_http"
+    path = parts.path or "/"
+    for a_host, a_prefix in allowlist:
+        if (host == a_host or host.endswith("." + a_host)) and path.lower().startswith(a_prefix):
+            return "allowlisted"
+    return "unlisted"
+
+
+_DOC_NETS = tuple(ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"))
+
+
+def _is_documentation(ip) -> bool:
+    return any(ip.version == n.version and ip in n for n in _DOC_NETS)

@@ -1,0 +1,176 @@
+"""Reading files safely (no symlink followed, no special file opened, sizes capped), decoding
+SKILL.md, and the content hash of a skill."""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+
+from facet_site.lib.skillformat.records import META_NAME, SkillFileEntry
+
+
+_CHUNK = 1 << 20
+_O_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
+class _TooLarge(Exception):
+    def __init__(self, size: int):
+        self.size = size
+
+
+class _NotRegular(OSError):
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind
+
+
+def _open_regular(path: str) -> tuple[int, os.stat_result]:
+    # O_NOFOLLOW + fstat closes the race between the directory listing and the open.
+    fd = os.open(path, _O_READ)
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise _NotRegular(_mode_kind(st.st_mode))
+    return fd, st
+
+
+def _read_regular(path: str, limit: int) -> bytes:
+    fd, st = _open_regular(path)
+    try:
+        if st.st_size > limit:
+            raise _TooLarge(st.st_size)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+        if len(data) > limit:  # grew after the fstat
+            raise _TooLarge(len(data))
+        return data
+    finally:
+        os.close(fd)
+
+
+def _file_entry(path: str, rel: str, max_file_bytes: int, max_text_bytes: int) -> tuple[SkillFileEntry, bytes | None]:
+    fd, st = _open_regular(path)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            if st.st_size > max_file_bytes:
+                # Hash in chunks without keeping anything: the file is recorded, not stored.
+                h = hashlib.sha256()
+                size = 0
+                first = b""
+                while chunk := fh.read(_CHUNK):
+                    if not size:
+                        first = chunk[:8192]
+                    h.update(chunk)
+                    size += len(chunk)
+                is_binary = b"\0" in first or not _utf8_prefix_ok(first)
+                return SkillFileEntry(rel, size, h.hexdigest(), None, is_binary), None
+            data = fh.read()
+    finally:
+        os.close(fd)
+    digest = hashlib.sha256(data).hexdigest()
+    text = None
+    if b"\0" in data:
+        is_binary = True
+    else:
+        try:
+            decoded = data.decode("utf-8-sig")
+            is_binary = False
+            if len(data) <= max_text_bytes:
+                text = decoded
+        except UnicodeDecodeError:
+            is_binary = True
+    return SkillFileEntry(rel, len(data), digest, text, is_binary), data
+
+
+def _utf8_prefix_ok(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError as exc:
+        # A multi-byte character cut by the chunk boundary is not evidence of binary content.
+        return exc.start >= len(data) - 3 and exc.reason == "unexpected end of data"
+
+
+def _content_hash(skill_md: bytes, entries: list[SkillFileEntry]) -> str:
+    """sha256 over the normalised SKILL.md and the sorted (path, sha256) of supporting files.
+
+    SKILL.md is normalised (BOM dropped, CRLF/CR to LF) so a re-save on another OS is not a new
+    version. `_meta.json` is excluded: ClawHub rewrites it on every publish (publishedAt, history)
+    and metadata alone must not create a new skill version.
+    """
+    h = hashlib.sha256()
+    h.update(b"SKILL.md\0")
+    h.update(_normalise_newlines(skill_md))
+    h.update(b"\0")
+    for path, digest in sorted((e.path, e.sha256) for e in entries if e.path != META_NAME):
+        h.update(path.encode("utf-8", "surrogateescape"))
+        h.update(b"\0")
+        h.update(digest.encode("ascii"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def _normalise_newlines(data: bytes) -> bytes:
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return data
+
+
+def _decode_skill_md(raw: bytes, md_name: str) -> tuple[str, str]:
+    """(text, "") or ("", reason the file cannot be read as a skill)."""
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "", f"{md_name} is UTF-16 encoded; expected UTF-8"
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        return "", f"{md_name} looks binary (NUL byte at offset {nul})"
+    bom = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
+    try:
+        text = raw[bom:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = raw[bom + exc.start]
+        return "", f"{md_name} is not valid UTF-8 (byte 0x{bad:02x} at offset {bom + exc.start})"
+    if not text.strip():
+        return "", f"{md_name} is empty"
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text, ""
+
+
+def _mode_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    return "special file"
+
+
+def _kind_of(entry: os.DirEntry) -> str:
+    try:
+        return _mode_kind(entry.stat(follow_symlinks=False).st_mode)
+    except OSError:
+        return "special file"
+
+
+def _is_dir_target(path: str) -> bool:
+    try:
+        return os.path.isdir(path)
+    except OSError:
+        return False
+
+
+def _os_error(exc: OSError) -> str:
+    return f"{type(exc).__name__}: {exc.strerror or exc}"

@@ -1,0 +1,360 @@
+"""Running validation's trials (nop, oracle, partial) in fresh sandboxes, the way Harbor runs a
+trial (harbor-format.md §3), reading what the verifier left in /logs/verifier, and judging each
+trial; plus the environment's initial state e0. Django-free.
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import docker
+import requests
+
+from facet_site.lib import docker_engine as de
+from facet_site.lib import verifier_output
+from facet_site.lib.validation.report import (INFRA_ERROR, NOP_UNEXPECTED_PASS, ORACLE_FAILED,
+                                              PARTIAL_UNEXPECTED_PASS, SOLUTION_FAILED, SOLUTION_TIMEOUT,
+                                              VERIFIER_NO_REWARD, VERIFIER_TIMEOUT, TrialOutcome, cap_text)
+from facet_site.lib.validation.task_checks import (DEFAULT_LIMITS, DEFAULT_WORKDIR, LOG_DIRS, VERIFIER_LOGS,
+                                                   TaskFiles, finding)
+
+# Small reports come inline with the directory listing; bigger ones are downloaded one by one.
+_INLINE_RESULT_BYTES = 256 * 1024
+
+
+def image_workdir_of(client: docker.DockerClient, image_tag: str) -> str:
+    image = de.find_image(client, image_tag)
+    workdir = ((image.attrs.get("Config") or {}).get("WorkingDir") if image else "") or ""
+    return workdir
+
+
+def snapshot_roots(workdir: str | None, extra: Sequence[str] = ()) -> list[str]:
+    root = workdir if workdir and workdir != "/" else DEFAULT_WORKDIR
+    return list(dict.fromkeys([posixpath.normpath(root), *extra]))
+
+
+def _only_under(snap: de.Snapshot, roots: Sequence[str]) -> de.Snapshot:
+    keep = [posixpath.normpath(r) for r in roots]
+    files = {p: e for p, e in snap.files.items()
+             if any(p == r or p.startswith(r.rstrip("/") + "/") for r in keep)}
+    return de.Snapshot(roots=list(keep), files=files,
+                       missing=[m for m in snap.missing if m in keep],
+                       processes=snap.processes, truncated=snap.truncated,
+                       taken_at=snap.taken_at)
+
+
+def _summarize_diff(before: de.Snapshot, after: de.Snapshot, max_files: int = 200) -> dict:
+    diff = de.diff_snapshots(before, after).to_dict()
+    files = {}
+    for path in [*diff["added"], *diff["modified"]][:max_files]:
+        entry = after.files.get(path)
+        if entry is not None:
+            files[path] = {"kind": entry.kind, "size": entry.size, "mode": entry.mode,
+                           "sha256": entry.sha256,
+                           "text_head": (entry.text_head or "")[:512] or None}
+    diff["files"] = files
+    diff["truncated"] = before.truncated or after.truncated
+    return diff
+
+
+# --------------------------------------------------------------------------------------------
+# Initial state e0
+
+
+def _initial_state_from(image_tag: str, roots: Sequence[str], workdir: str | None,
+                        snapshot: de.Snapshot) -> dict:
+    return {
+        "image_tag": image_tag,
+        "workdir": workdir,
+        "roots": list(roots),
+        "snapshot": snapshot.to_dict(),
+        "services": [p.args for p in snapshot.processes or []],
+    }
+
+
+def capture_initial_state(client: docker.DockerClient, image_tag: str, *,
+                          paths: Sequence[str] = (DEFAULT_WORKDIR,),
+                          limits: de.SandboxLimits = DEFAULT_LIMITS,
+                          owner: str | None = None) -> dict:
+    """e0, the realized initial state of an environment image: every file under `paths`
+    (size, mode, owner, sha256, head of text files) and the processes running in a fresh
+    sandbox. validate_task captures it in its nop sandbox instead, to save a container."""
+    with de.Sandbox(client, image_tag, owner=owner, limits=limits) as sb:
+        snap = sb.snapshot(list(paths))
+        return _initial_state_from(image_tag, paths, None, snap)
+
+
+# --------------------------------------------------------------------------------------------
+# Trials
+
+
+@dataclass
+class TrialPlan:
+    kind: str
+    index: int = 0
+    solve_sh: bytes | None = None  # replaces solution/solve.sh (partial trials)
+
+
+class TrialRunner:
+    """One validate_task call: the settings every trial shares."""
+
+    def __init__(self, client: docker.DockerClient, task: TaskFiles, image_tag: str, *,
+                 owner: str, limits: de.SandboxLimits, workdir: str | None,
+                 snapshot_roots: Sequence[str], solution_timeout_s: float,
+                 verifier_timeout_s: float, report_output_bytes: int,
+                 keep_logs_dir: Path | None, measure_memory: bool,
+                 trial_log_max_bytes: int = 64 * de.MiB):
+        self.client = client
+        self.task = task
+        self.image_tag = image_tag
+        self.owner = owner
+        self.limits = limits
+        self.workdir = workdir
+        self.roots = list(snapshot_roots)
+        self.solution_timeout_s = solution_timeout_s
+        self.verifier_timeout_s = verifier_timeout_s
+        self.report_output_bytes = report_output_bytes
+        self.keep_logs_dir = keep_logs_dir
+        self.measure_memory = measure_memory
+        self.trial_log_max_bytes = trial_log_max_bytes
+        self.container_env = task.env("environment")
+        self.findings: list[dict] = []
+        self.e0: de.Snapshot | None = None
+        self.initial_state: dict | None = None
+        self.phase = "setup"  # whose code runs: "setup", "solution", "verifier"
+        self._log_dirs_tmp = tempfile.TemporaryDirectory(prefix="facet-logs-")
+        self.log_dirs = Path(self._log_dirs_tmp.name)
+        for d in LOG_DIRS:
+            (self.log_dirs / posixpath.basename(d)).mkdir()
+
+    def close(self) -> None:
+        self._log_dirs_tmp.cleanup()
+
+    def run(self, plan: TrialPlan) -> TrialOutcome:
+        started = time.monotonic()
+        result = TrialOutcome(kind=plan.kind, reward=None, passed=False, index=plan.index)
+        logs = self._logs_dir(result)
+        self.phase = "setup"
+        sb: de.Sandbox | None = None
+        try:
+            sb = de.Sandbox(self.client, self.image_tag, owner=self.owner, limits=self.limits,
+                            environment=self.container_env,
+                            labels={"facet.validation.trial": result.name})
+            with sb:
+                self._trial(sb, plan, result, logs)
+        except de.TransientEngineError:
+            raise
+        except de.SandboxGone as exc:
+            # A watchdog killed the container (time or disk limit): the task's doing. The
+            # exec returned first, so the phase says whose code it was.
+            gone = (sb.gone_reason if sb is not None else "") or str(exc)
+            if self.phase == "solution":
+                result.failure = SOLUTION_TIMEOUT if "exceeded" in gone else SOLUTION_FAILED
+                result.reason = f"solve.sh: the sandbox was killed ({gone})"
+            else:
+                result.failure = VERIFIER_TIMEOUT if "exceeded" in gone else VERIFIER_NO_REWARD
+                result.reason = f"test.sh: the sandbox was killed ({gone})"
+            result.passed = False
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            # Not wrapped by docker_engine (should not happen): classify it the same way.
+            raise de.classify_error(exc, f"trial {result.name}") from exc
+        except de.PermanentEngineError as exc:
+            # The engine refused something we asked for: not the task's fault.
+            result.failure, result.reason = INFRA_ERROR, f"{type(exc).__name__}: {exc}"
+            result.passed = False
+        result.total_seconds = time.monotonic() - started
+        if logs is not None:
+            (logs / "result.json").write_text(json.dumps(result.to_dict(), indent=2))
+        return result
+
+    def _logs_dir(self, result: TrialOutcome) -> Path | None:
+        if self.keep_logs_dir is None:
+            return None
+        path = Path(self.keep_logs_dir) / f"trial_{result.name}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _trial(self, sb: de.Sandbox, plan: TrialPlan, result: TrialOutcome,
+               logs: Path | None) -> None:
+        if self.e0 is None:
+            # The first trial's untouched sandbox is e0: no extra container for it.
+            probe = sb.snapshot(self.roots + ["/tests", "/solution"])
+            self.e0 = _only_under(probe, self.roots)
+            self.initial_state = _initial_state_from(self.image_tag, self.roots,
+                                                     self.workdir, self.e0)
+            for leaked in ("/tests", "/solution"):
+                if leaked not in probe.missing:
+                    self.findings.append(finding(
+                        "answers_in_image", "error",
+                        f"the image already contains {leaked}; it must be uploaded only at "
+                        "trial time"))
+        # /logs/{verifier,agent,artifacts} travel in the first upload (an exec costs as much
+        # as an upload); they must be writable by everyone when a phase runs as another user.
+        files: dict[str, Any] = {"/logs": self.log_dirs}
+        solution = None
+        if plan.kind != "nop":
+            files["/solution"] = self.task.dir / "solution"
+            if plan.solve_sh is not None:
+                files["/solution/solve.sh"] = plan.solve_sh
+            sb.put_files(files)
+            self._open_log_dirs(sb)
+            if logs is not None and plan.solve_sh is not None:
+                (logs / "solve.sh").write_bytes(plan.solve_sh)
+            env = {"DEBIAN_FRONTEND": "noninteractive", **self.task.env("solution")}
+            self.phase = "solution"
+            solution = sb.exec(["bash", "/solution/solve.sh"],
+                               timeout_s=self.solution_timeout_s, workdir=self.workdir,
+                               env=env, user=self.task.user("agent"),
+                               **self._full_log(logs, "solution.log"))
+            result.solution_exit_code = solution.exit_code
+            result.solution_seconds = solution.seconds
+            result.solution_output = cap_text(solution.output, self.report_output_bytes)
+            after = sb.snapshot(self.roots + [VERIFIER_LOGS])
+            assert self.e0 is not None
+            result.fs_diff = _summarize_diff(self.e0, _only_under(after, self.roots))
+            left = sorted(p for p in after.files if p.startswith(VERIFIER_LOGS + "/"))
+            if left:
+                self._clear_verifier_logs(sb, plan, left)
+            files = {}
+
+        self.phase = "verifier"
+        files["/tests"] = self.task.dir / "tests"
+        sb.put_files(files)
+        if plan.kind == "nop":
+            self._open_log_dirs(sb)
+        verifier = sb.exec(["bash", "/tests/test.sh"], timeout_s=self.verifier_timeout_s,
+                           workdir=self.workdir, env=self.task.env("verifier") or None,
+                           user=self.task.user("verifier"), **self._full_log(logs, "verifier.log"))
+        result.verifier_exit_code = verifier.exit_code
+        result.verifier_seconds = verifier.seconds
+        result.verifier_output = cap_text(verifier.output, self.report_output_bytes)
+        self._read_verifier_logs(sb, result, logs)
+        if self.measure_memory:
+            result.peak_memory_bytes = sb.peak_memory_bytes()
+        self._judge(result, solution=solution, verifier=verifier)
+
+    def _full_log(self, logs: Path | None, name: str) -> dict:
+        # The whole output streams to the trial's log file as it comes (the exec keeps only a
+        # 1 MiB head and tail in memory), so the downloadable log is complete up to the cap.
+        if logs is None:
+            return {}
+        return {"output_path": logs / name, "output_path_max_bytes": self.trial_log_max_bytes}
+
+    def _open_log_dirs(self, sb: de.Sandbox) -> None:
+        if self.task.user("agent") is None and self.task.user("verifier") is None:
+            return  # root writes anywhere: skip the exec
+        dirs = " ".join(LOG_DIRS)
+        prep = sb.exec(f"chmod 777 {dirs}", timeout_s=30, user="0")
+        if not prep.ok:
+            raise de.PermanentEngineError(f"could not open up /logs: {prep.output[-500:]}")
+
+    def _clear_verifier_logs(self, sb: de.Sandbox, plan: TrialPlan, left: list[str]) -> None:
+        # Whatever the solution left in /logs/verifier would be read as the verifier's verdict
+        # ("agents writing the reward file themselves"): note it and start the verifier clean.
+        sb.exec(f"find {VERIFIER_LOGS} -mindepth 1 -delete; chmod 777 {VERIFIER_LOGS}",
+                timeout_s=30, user="0")
+        if plan.kind == "oracle":
+            self.findings.append(finding(
+                "solution_writes_reward", "error",
+                f"solve.sh left files in {VERIFIER_LOGS} ({', '.join(left[:5])}); only the "
+                "verifier may write there"))
+
+    def _read_verifier_logs(self, sb: de.Sandbox, result: TrialOutcome,
+                            logs: Path | None) -> None:
+        contents = read_verifier_logs(sb)
+        if logs is not None:
+            for name, data in contents.items():
+                if "/" not in name and name not in ("solution.log", "verifier.log", "result.json"):
+                    (logs / name).write_bytes(data)
+        out = verifier_output.read_verifier_output(contents)
+        result.reward, result.rewards = out.reward, out.rewards
+        if out.problem:
+            result.reason = out.problem
+        if out.txt_disagrees is not None:
+            self.findings.append(finding(
+                "reward_files_disagree", "warning",
+                f"reward.txt says {out.txt_disagrees} and reward.json says {out.rewards['reward']}; "
+                "Harbor versions differ in which one they read"))
+        for exc in out.report_errors:
+            self.findings.append(finding("results_unreadable", "warning",
+                                         f"{VERIFIER_LOGS}/{exc.file}: {exc.message}"))
+        if out.tests_source is not None:
+            result.test_results, result.test_results_source = out.test_dicts, out.tests_source
+
+    def _judge(self, result: TrialOutcome, *, solution: de.ExecResult | None = None,
+               verifier: de.ExecResult | None = None) -> None:
+        """Set passed, failure and reason from what the trial saw. The order matters: a
+        solution that hung explains a missing reward better than the verifier does."""
+        reward = result.reward
+        kind = result.kind
+        failure, reason = None, None
+        if kind == "oracle" and solution is not None and solution.timed_out:
+            failure = SOLUTION_TIMEOUT
+            reason = f"solve.sh did not finish within {self.solution_timeout_s:g} s"
+        elif verifier is not None and verifier.timed_out:
+            failure = VERIFIER_TIMEOUT
+            reason = f"test.sh did not finish within {self.verifier_timeout_s:g} s"
+        elif verifier is not None and verifier.killed_by:
+            failure = VERIFIER_NO_REWARD
+            reason = f"test.sh was killed ({verifier.killed_by} limit)"
+        elif reward is None:
+            failure = VERIFIER_NO_REWARD
+            reason = result.reason or "no reward"
+        elif kind == "nop" and reward > 0:
+            failure = NOP_UNEXPECTED_PASS
+            reason = f"the verifier gave reward {reward:g} without any solution (expected 0)"
+        elif kind == "oracle":
+            code = solution.exit_code if solution is not None else None
+            if reward < 1:
+                if solution is not None and (code != 0 or solution.killed_by):
+                    failure = SOLUTION_FAILED
+                    how = (f"was killed ({solution.killed_by} limit)" if solution.killed_by
+                           else f"exited {code}")
+                    reason = f"solve.sh {how}; the verifier gave reward {reward:g}"
+                else:
+                    failure = ORACLE_FAILED
+                    reason = f"the verifier gave reward {reward:g} after the reference solution"
+                    failed = [t["name"] for t in result.test_results
+                              if t["outcome"] in ("failed", "error")]
+                    if failed:
+                        reason += f" (failed: {', '.join(failed[:5])})"
+            elif code != 0:
+                failure = SOLUTION_FAILED
+                reason = f"solve.sh exited {code} although the verifier gave reward {reward:g}"
+        elif kind == "partial" and reward >= 1:
+            failure = PARTIAL_UNEXPECTED_PASS
+            reason = (f"partial solution {result.index} (solve.sh cut short) reached reward "
+                      f"{reward:g}: the tests do not check enough of the work")
+        result.failure, result.passed = failure, failure is None
+        result.reason = reason if failure else None
+
+
+def read_verifier_logs(sb: de.Sandbox) -> dict[str, bytes]:
+    """Every file the verifier left in /logs/verifier, as {path relative to it: bytes}.
+
+    One archive read lists the directory and brings the small files with it (their text
+    heads); only bigger or binary files cost a download of their own.
+    """
+    listing = sb.snapshot([VERIFIER_LOGS], max_text_head=_INLINE_RESULT_BYTES, max_files=200,
+                          max_bytes=64 * de.MiB)
+    contents: dict[str, bytes] = {}
+    for path, entry in sorted(listing.files.items()):
+        if entry.kind != "file" or entry.size > 32 * de.MiB:
+            continue
+        name = posixpath.relpath(path, VERIFIER_LOGS)
+        head = (entry.text_head or "").encode()
+        if entry.text_head is not None and len(head) == entry.size:
+            contents[name] = head
+            continue
+        try:
+            data = sb.get_file(path, max_bytes=32 * de.MiB)
+        except (ValueError, IsADirectoryError):
+            continue
+        if data is not None:
+            contents[name] = data
+    return contents

