@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from scenarios.models import LLMCall, SynthesisRun
-from tasks.funnel import funnel
+from tasks.funnel import funnel as task_funnel
 from tasks.models import (
     BuildOutcome,
     EnvironmentBuild,
@@ -98,7 +98,7 @@ def test_make_demo_constructs_the_whole_funnel_and_a_second_run_reuses_it(engine
     output = demo()
     assert worker_is_gone(output), output
     run = SynthesisRun.objects.get(name="demo")
-    funnel = {row["stage"]: row["count"] for row in funnel(run)}
+    funnel = {row["stage"]: row["count"] for row in task_funnel(run)}
     assert funnel == {"seeds": 8, "first_build_logs": 8, "initial_environment_success": 7,
                       "environment_repair_recovery": 1, "successful_environments": 8, "entering_validation": 8,
                       "first_pass_valid": 5, "task_repair_recovery": 2, "final_validated": 7}, output
@@ -245,7 +245,7 @@ def test_without_a_docker_engine_the_demo_runs_the_rest_and_says_how_to_enable_d
     assert all(t.environment.files.get("Dockerfile", "").startswith("FROM facet-base:bookworm") for t in tasks)
     assert "8 task(s) are waiting for a Docker Engine" in output
     assert "bash scripts/start-dockerd" in output and "facet construct --resume" in output
-    funnel = {row["stage"]: row["count"] for row in funnel(run)}
+    funnel = {row["stage"]: row["count"] for row in task_funnel(run)}
     assert funnel["seeds"] == 8 and funnel["first_build_logs"] == 0
     assert "Rollouts: none started, they need a Docker Engine" in output and not RolloutBatch.objects.exists()
 
@@ -261,7 +261,7 @@ def test_a_demo_that_ran_without_docker_finishes_the_construction_once_an_engine
     output = demo("--inline")
     assert "Resumed 8 task(s) that waited for a Docker Engine." in output and "No usable Docker" not in output
     run = SynthesisRun.objects.get(name="demo")
-    funnel = {row["stage"]: row["count"] for row in funnel(run)}
+    funnel = {row["stage"]: row["count"] for row in task_funnel(run)}
     assert (funnel["seeds"], funnel["first_pass_valid"], funnel["final_validated"]) == (8, 5, 7), output
     assert Task.objects.count() == 8 and Task.objects.filter(status=TaskStatus.DISCARDED).count() == 1
     # and the rollouts, in this process (--inline): the same pass counts
