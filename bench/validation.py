@@ -24,6 +24,7 @@ after; the same for a solution-only repair (also expected 0) and an environment 
 Usage:
     .venv/bin/python bench/validation.py                 # 10 rounds
     .venv/bin/python bench/validation.py --rounds 3      # quick run
+    .venv/bin/python bench/validation.py --trials        # the cost of the repeated nop/oracle trials
 Results go to bench/results/validation.json (pass --out to change). Containers carry the owner
 label bench-validation:<host>:<pid>:<nonce> (plain-CLI ones plain-cli:<host>:<pid>:...), images
 the label facet.task=bench-<task>-<nonce>; both are removed at the end (--keep-images keeps the
@@ -530,9 +531,11 @@ def all_env_images(client) -> int:
 def run_ours(client, task_dir: Path, owner: str, partials: bool,
              measure_memory: bool = True) -> tuple[float, v.ValidationReport]:
     t0 = time.perf_counter()
+    # one nop and one oracle, as the plain CLI runs them: the repeated runs are
+    # bench/validation_trials.py's subject (--trials)
     report = v.validate_task(client, task_dir, owner=owner,
                              partial_solutions=None if partials else [],
-                             measure_memory=measure_memory)
+                             measure_memory=measure_memory, trial_runs=1, max_parallel=1)
     return time.perf_counter() - t0, report
 
 
@@ -664,7 +667,15 @@ def main(argv=None) -> int:
     parser.add_argument("--keep-tasks", action="store_true", help="leave the generated tasks")
     parser.add_argument("--what-if", action="store_true",
                         help="add a fifth variant, ours with measure_memory=False (no stats call)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--trials", action="store_true",
+                        help="measure the repeated trials instead (bench/validation_trials.py: before/after, "
+                             "concurrency speed-up, each trial against the plain CLI)")
+    args, rest = parser.parse_known_args(argv)
+    if args.trials:
+        from bench import validation_trials
+        return validation_trials.main([*rest, "--rounds", str(min(args.rounds, 5)), "--seed", str(args.seed)])
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
     client = de.connect(os.environ.get("DOCKER_HOST", ""))
     info = de.engine_info(client)

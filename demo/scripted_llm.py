@@ -108,6 +108,8 @@ def association_filtering(user: str) -> dict:
 def evolution_recovery(user: str) -> dict:
     names = re.findall(r'"skill":\s*"([^"]+)"', user) or ["skill-a", "skill-b"]
     names = list(dict.fromkeys(names))
+    if len(names) < 2:  # two skills of one name (different authors): still a two-step workflow
+        names.append(names[0])
     return {"workflow": [{"step": i + 1, "skill": n, "action": f"run {n} on the current files", "produces": f"/app/out/step{i + 1}.txt"}
                          for i, n in enumerate(names)],
             "dependencies": [f"{b} reads what {a} produced" for a, b in zip(names, names[1:])],
@@ -372,6 +374,28 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
+        if self.server.throttled():
+            data = b'{"error": {"message": "rate limited (scripted)", "type": "rate_limit_error"}}'
+            self.send_response(429)
+            self.send_header("Retry-After", f"{self.server.retry_after:g}")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        with self.server.lock:
+            self.server.in_flight += 1
+            self.server.peak_in_flight = max(self.server.peak_in_flight, self.server.in_flight)
+        started = time.monotonic()
+        try:
+            time.sleep(self.server.latency)  # a model's think time; the request is in flight meanwhile
+            self._answer(body)
+        finally:
+            with self.server.lock:
+                self.server.in_flight -= 1
+                self.server.spans.append((started, time.monotonic()))
+
+    def _answer(self, body: dict):
         try:
             content = answer(body)
             status, payload = 200, {
@@ -389,17 +413,42 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-        self.server.requests += 1
+        with self.server.lock:
+            self.server.requests += 1
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # hundreds of workers' threads connect at once; the default backlog is 5
+
+    def throttled(self) -> bool:
+        """Every `throttle_every`-th request is refused with a 429 (0: never)."""
+        with self.lock:
+            self.arrivals += 1
+            return bool(self.throttle_every) and self.arrivals % self.throttle_every == 0
 
 
 class ScriptedLLMServer:
-    """`with ScriptedLLMServer() as url:` serves /v1/chat/completions on 127.0.0.1 until the block ends."""
+    """`with ScriptedLLMServer() as url:` serves /v1/chat/completions on 127.0.0.1 until the block ends.
+
+    `latency` seconds pass before each answer, as with a real model, and every `throttle_every`-th
+    request gets a 429 with Retry-After `retry_after`; `peak_in_flight` and `spans` (start, end of
+    each answered request) show how many requests the clients kept in flight."""
+
+    def __init__(self, *, latency: float = 0.0, throttle_every: int = 0, retry_after: float = 1.0,
+                 port: int = 0):
+        self.latency, self.throttle_every, self.retry_after, self.port = latency, throttle_every, retry_after, port
 
     def __enter__(self) -> str:
         with _conversations_lock:
             _conversations.clear()  # a new server samples attempt 1 first again
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd = _Server(("127.0.0.1", self.port), _Handler)
         self.httpd.requests = 0
+        self.httpd.lock = threading.Lock()
+        self.httpd.latency, self.httpd.throttle_every = self.latency, self.throttle_every
+        self.httpd.retry_after, self.httpd.arrivals = self.retry_after, 0
+        self.httpd.in_flight = self.httpd.peak_in_flight = 0
+        self.httpd.spans = []
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
@@ -407,6 +456,15 @@ class ScriptedLLMServer:
     @property
     def requests(self) -> int:
         return self.httpd.requests
+
+    @property
+    def peak_in_flight(self) -> int:
+        return self.httpd.peak_in_flight
+
+    @property
+    def spans(self) -> list[tuple[float, float]]:
+        with self.httpd.lock:
+            return list(self.httpd.spans)
 
     def __exit__(self, *exc):
         self.httpd.shutdown()

@@ -2,7 +2,7 @@
 mounted under its own prefix (each app's api.py holds its routers)."""
 from django.contrib.auth.decorators import login_required
 from django.utils import timezone
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Swagger
 from ninja.security import HttpBearer, django_auth
 
 from .models import ApiToken
@@ -28,12 +28,15 @@ api = NinjaAPI(
     "create a token on the API tokens page.",
     auth=[TokenAuth(), django_auth],
     docs_decorator=login_required,
+    # Swagger UI from django-ninja's own static files ("ninja" is an installed app), and no badge
+    # fetched from the public validator: the docs page contacts no third party
+    docs=Swagger(settings={"validatorUrl": None}),
     urls_namespace="api",
 )
 
 from scenarios import api as scenarios_api  # noqa: E402
 from skills import api as skills_api  # noqa: E402
-from tasks import analytics_api, dataset_api, review_api, rollout_api  # noqa: E402
+from tasks import analytics_api, dataset_api, review_api, rollout_api, team_review_api  # noqa: E402
 from tasks import api as tasks_api  # noqa: E402
 
 api.add_router("/skills", skills_api.skills_router)
@@ -46,6 +49,7 @@ api.add_router("/tasks", review_api.task_review_router)  # decisions, bulk decis
 api.add_router("/funnel", tasks_api.funnel_router)
 api.add_router("/audit", review_api.audit_router)
 api.add_router("/queue", review_api.queue_router)
+api.add_router("/team", team_review_api.team_router)  # several reviewers: queues, consensus, agreement, gold
 api.add_router("/rollouts", rollout_api.batches_router)
 api.add_router("/trajectories", rollout_api.trajectories_router)
 api.add_router("/analytics", analytics_api.analytics_router)

@@ -2,7 +2,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "facet_site.settings")
 
@@ -34,3 +34,35 @@ def remove_sandboxes_of_dead_workers(**kwargs):
             logging.getLogger(__name__).warning("removed %d sandbox containers left by dead workers", removed)
     finally:
         client.close()
+
+
+@worker_ready.connect
+def start_heartbeat(sender, **kwargs):
+    """Pages tell whether any worker runs from the heartbeat rows (facet_site/workers.py)."""
+    from facet_site import workers
+
+    workers.start_for(sender)
+
+
+@worker_shutdown.connect
+def stop_heartbeat(**kwargs):
+    from facet_site import workers
+
+    workers.stop()
+
+
+@worker_ready.connect
+def remove_leftover_files(**kwargs):
+    """Extraction areas and upload temp files of batches and requests whose process died go when
+    a worker starts (facet_site/recovery.py); a running batch's area stays."""
+    import logging
+
+    from facet_site import recovery
+
+    try:
+        removed = recovery.remove_leftovers()
+    except Exception:  # a database not migrated yet, a permission problem: the worker still starts
+        logging.getLogger(__name__).warning("could not remove leftover ingest files", exc_info=True)
+        return
+    if removed:
+        logging.getLogger(__name__).warning("removed %d leftover ingest areas and upload files", len(removed))

@@ -49,3 +49,26 @@ class ApiToken(models.Model):
         if self.revoked_at is None:
             self.revoked_at = timezone.now()
             self.save(update_fields=["revoked_at"])
+
+
+class WorkerHeartbeat(models.Model):
+    """The last time a Celery worker said it was alive (facet_site/workers.py writes it every few
+    seconds from inside each worker). The filesystem broker has no remote control, so the database
+    is the one place every web process can learn whether anyone will run the jobs it queues."""
+
+    hostname = models.CharField(max_length=255, unique=True)  # serves the worker's own update
+    queues = models.CharField(max_length=255, default="")
+    beat = models.BooleanField(default=False, help_text="Celery beat (the periodic jobs) runs inside this worker.")
+    pid = models.IntegerField(default=0)
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField(db_index=True)  # serves "workers seen in the last N seconds" on every page
+
+    class Meta:
+        ordering = ["-seen_at"]
+
+    def __str__(self):
+        return self.hostname
+
+    @property
+    def queue_list(self) -> list[str]:
+        return [q for q in self.queues.split(",") if q]

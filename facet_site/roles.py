@@ -1,10 +1,13 @@
-"""Roles: admin, reviewer, viewer (read-only), kept as Django groups so the admin can manage them."""
+"""Roles: admin, lead, reviewer, viewer (read-only), kept as Django groups so the admin can manage them.
+
+A lead reviews like a reviewer and also adjudicates disagreements and assigns work (tasks.consensus,
+tasks.assignment); admins may do everything a lead may."""
 from functools import wraps
 
 from django.core.exceptions import PermissionDenied
 
-ADMIN, REVIEWER, VIEWER = "admin", "reviewer", "viewer"
-ROLES = (ADMIN, REVIEWER, VIEWER)
+ADMIN, LEAD, REVIEWER, VIEWER = "admin", "lead", "reviewer", "viewer"
+ROLES = (ADMIN, LEAD, REVIEWER, VIEWER)
 
 
 def role_of(user) -> str | None:
@@ -24,7 +27,12 @@ def is_admin(user) -> bool:
 
 
 def can_review(user) -> bool:
-    return role_of(user) in {ADMIN, REVIEWER}
+    return role_of(user) in {ADMIN, LEAD, REVIEWER}
+
+
+def can_lead(user) -> bool:
+    """Adjudicate, assign, set required reviews: admins and leads."""
+    return role_of(user) in {ADMIN, LEAD}
 
 
 def require(check):
@@ -45,4 +53,5 @@ def require(check):
 def context_processor(request):
     user = getattr(request, "user", None)
     role = role_of(user)
-    return {"role": role, "can_review": role in {ADMIN, REVIEWER}, "is_admin": role == ADMIN}
+    return {"role": role, "can_review": role in {ADMIN, LEAD, REVIEWER}, "is_admin": role == ADMIN,
+            "can_lead": role in {ADMIN, LEAD}}

@@ -4,11 +4,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import views
+from .login import ThrottledLoginView
 from .api import api
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(template_name="login.html", redirect_authenticated_user=True), name="login"),
+    path("favicon.ico", views.favicon),
+    path("login/", ThrottledLoginView.as_view(template_name="login.html", redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", views.revoke_token, name="revoke-token"),

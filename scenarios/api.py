@@ -1,12 +1,16 @@
 """JSON API of synthesis: runs (start, progress, cancel), candidate scenario–skill pairs (list,
 import, export) and reconstructed scenarios. Viewers read; starting, cancelling and importing need
 a reviewer or an admin (403 otherwise)."""
+from typing import Annotated
+
 from django.shortcuts import get_object_or_404
-from ninja import File, Form, Query, Router, Schema, Status
+from ninja import Field, File, Form, Query, Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
-from ninja.pagination import PageNumberPagination, paginate
+from ninja.pagination import paginate
 
+from facet_site.pagination import PageNumberPagination  # bounded page numbers
+from facet_site.lib.safe_input import MAX_INT
 from facet_site.roles import can_review
 
 from . import pairs_jsonl, selectors, services
@@ -77,8 +81,12 @@ def cancel_run(request, run_id: int):
 # --- pairs --------------------------------------------------------------------------------------
 
 
+# ids are 64-bit: a bigger one is a 422 naming the parameter, not a query the database refuses
+RunId = Annotated[int | None, Field(None, ge=1, le=MAX_INT)]
+
+
 class PairFilters(Schema):
-    run: int | None = None
+    run: RunId = None
     verdict: str = ""  # accepted | rejected | unjudged
     category: str = ""  # slug; a top-level family matches its fine-grained categories
     min_score: float | None = None  # judge average, 1-5
@@ -120,7 +128,7 @@ def export_pairs(request, run: int | None = None, verdict: str = "accepted"):
 
 
 class ScenarioFilters(Schema):
-    run: int | None = None
+    run: RunId = None
     consistency: str = ""  # consistent | inconsistent
 
 

@@ -1,12 +1,13 @@
 """The Django side of the LLM layer: calls are stored as LLMCall rows, responses cached in the database."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError
 
-from facet_site.lib.llm import CallRecord, LLMClient, LLMSettings, load_prompt
+from facet_site.lib.llm import CallRecord, LLMClient, LLMConfigError, LLMSettings, load_prompt
 
 from .models import LLMCacheEntry, LLMCall, SynthesisRun
 
@@ -51,11 +52,21 @@ CONFIG_NAMES = {"cassette": "cassette_path", "record": "record_path"}
 
 
 def llm_settings(given: dict | None = None) -> LLMSettings:
-    """settings.FACET_LLM with a run's or rollout batch's "llm" section laid over it; its empty
-    values fall back to the settings, and its "profiles" apply per stage (`stage_client`)."""
-    overrides = {CONFIG_NAMES.get(key, key): value for key, value in (given or {}).items()
+    """The settings of the endpoint a run's or rollout batch's "llm" section names (settings.
+    FACET_LLM_ENDPOINTS; none: "default", the FACET_LLM_* variables) with the section's own values
+    laid over them; empty values keep the endpoint's. Which values a section may hold is checked
+    when the run or batch is made (run_config.check_llm_config); "profiles" apply per stage."""
+    given = dict(given or {})
+    name = given.pop("endpoint", "") or "default"
+    if name == "default":  # FACET_LLM itself, the FACET_LLM_* variables
+        base = settings.FACET_LLM
+    elif name in settings.FACET_LLM_ENDPOINTS:
+        base = settings.FACET_LLM_ENDPOINTS[name].settings
+    else:  # the operator removed it since the run was started
+        raise LLMConfigError(f"llm.endpoint: no endpoint named {name!r} is configured")
+    overrides = {CONFIG_NAMES.get(key, key): value for key, value in given.items()
                  if key != "profiles" and value not in (None, "")}
-    return settings.FACET_LLM.overlaid(overrides, source="the run's llm settings")
+    return base.overlaid(overrides, source="the run's llm settings")
 
 
 def llm_settings_for(run: SynthesisRun) -> LLMSettings:
@@ -65,14 +76,26 @@ def llm_settings_for(run: SynthesisRun) -> LLMSettings:
 
 def client_for(run: SynthesisRun) -> tuple[LLMClient, DbRecorder]:
     """One client per job: replay counts calls per (stage, subject) within a client."""
+    from .throughput import limiter, release_connection
+
     recorder = DbRecorder(run)
-    return LLMClient(llm_settings_for(run), recorder=recorder, cache=DbCache()), recorder
+    return LLMClient(llm_settings_for(run), recorder=recorder, cache=DbCache(), limiter=limiter(),
+                     before_wait=release_connection), recorder
 
 
 def stage_client(client: LLMClient, run: SynthesisRun, stage: str) -> LLMClient:
-    """The client with the run's per-stage profile applied (e.g. a stronger model for the judge)."""
-    profiles = (run.config.get("llm") or {}).get("profiles") or {}
-    return client.for_stage(stage, profiles) if stage in profiles else client
+    """The client with the run's per-stage profile applied (e.g. a stronger model for the judge).
+    A profile naming another endpoint gets that endpoint's settings whole, its key included, so
+    no key is ever sent to another endpoint's URL."""
+    section = run.config.get("llm") or {}
+    profile = (section.get("profiles") or {}).get(stage)
+    if not profile:
+        return client
+    if not profile.get("endpoint"):
+        return client.for_stage(stage, {stage: profile})
+    stage_settings = llm_settings({**profile, **{k: section[k] for k in CONFIG_NAMES if section.get(k)}})
+    whole = {f.name: getattr(stage_settings, f.name) for f in dataclasses.fields(stage_settings)}
+    return client.for_stage(stage, {stage: whole})
 
 
 def prompt(stage: str):

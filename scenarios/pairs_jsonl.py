@@ -9,6 +9,7 @@ from typing import Iterable, Iterator
 
 from django.db import transaction
 
+from facet_site.lib.safe_input import bad_json_value
 from skills.models import Skill, SkillStatus
 
 from .models import CandidatePair, PairSkill, PairSource, PairVerdict, RunSkill, Stage, SynthesisRun
@@ -22,7 +23,9 @@ class ImportResult:
 
 
 def _skill_for_reference(ref: str, summary: str) -> Skill:
-    """Find a skill by key, owner/slug or name; unknown skills enter the corpus as imported records."""
+    """Find a skill by key, owner/slug or name; unknown skills enter the corpus as imported records,
+    rejected: only a name and a summary came with them and no filter ever read them, so they
+    serve the imported pair but are never selected for synthesis (ingest the skill to use it)."""
     ref = str(ref)
     found = (Skill.objects.current().filter(key=ref).first()
              or Skill.objects.current().filter(key=f"clawhub:{ref}").first()
@@ -33,7 +36,8 @@ def _skill_for_reference(ref: str, summary: str) -> Skill:
     return Skill.objects.create(
         key=f"imported-pairs:{ref}"[:400], source="imported-pairs", source_kind="imported", name=ref[:200], slug=ref[:200],
         description=summary or "", content_hash=hashlib.sha256(f"{ref}\n{summary}".encode()).hexdigest(),
-        status=SkillStatus.ACCEPTED, search_document=f"{ref}\n{summary}",
+        status=SkillStatus.REJECTED, search_document=f"{ref}\n{summary}",
+        provenance={"imported_by": "pair import", "why": "not ingested, so the filters never read it"},
     )
 
 
@@ -51,6 +55,10 @@ def import_pairs_jsonl(*, run: SynthesisRun, stream: Iterable) -> ImportResult:
             continue
         if not isinstance(data, dict):
             result.errors.append((number, f"line {number}: expected a JSON object"))
+            continue
+        problem = bad_json_value(data)
+        if problem:
+            result.errors.append((number, f"line {number}: {problem}"))
             continue
         skill_ids = data.get("skill_ids")
         if not isinstance(skill_ids, list) or not 2 <= len(skill_ids) <= 3:

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
@@ -58,10 +58,15 @@ def select_skills(cfg: dict):
     return qs.order_by("id")[: cfg["skills"]["max_skills"]]
 
 
-def start_run(*, name: str, user=None, config: dict | None = None, enqueue: bool = True) -> SynthesisRun:
-    if not (name or "").strip():
+def start_run(*, name: str, user=None, config: dict | None = None, enqueue: bool = True,
+              trusted: bool = False) -> SynthesisRun:
+    """A queued run over the skills its config selects. `trusted` (the operator's CLI and demo, and
+    tests) may point the run's "llm" section at a URL or cassette; users choose a named endpoint."""
+    if not isinstance(name, str) or not name.strip():
         raise RunConfigError("name: give the run a name")
-    cfg = validate_config(config)
+    if "\x00" in name:
+        raise RunConfigError("name: must not contain NUL bytes")
+    cfg = validate_config(config, trusted=trusted)
     skill_ids = list(select_skills(cfg).values_list("id", flat=True))
     if len(skill_ids) < 2:
         raise RunConfigError("skills: fewer than two accepted skills match this selection")
@@ -92,10 +97,15 @@ def cancel_run(*, run: SynthesisRun, user=None) -> SynthesisRun:
 
 
 def _claim(model, item_id: int) -> bool:
-    """Take one item for this worker: queued (or pending, when run inline) → running, only while its run is live."""
+    """Take one item for this worker: queued (or pending, when run inline) → running, only while its run is live.
+
+    The item's status is tested on its own row (`run_id IN (…)`, not a join on `run__status`): Django
+    turns an UPDATE filtered across a join into `id IN (subquery)`, and PostgreSQL, re-checking a row
+    another transaction just claimed, re-evaluates only the row's own conditions, so with the join two
+    workers could both claim one item and both call the model."""
+    live_runs = SynthesisRun.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).values("pk")
     return bool(model.objects.filter(
-        pk=item_id, status__in=[WorkStatus.PENDING, WorkStatus.QUEUED],
-        run__status__in=[RunStatus.QUEUED, RunStatus.RUNNING],
+        pk=item_id, status__in=[WorkStatus.PENDING, WorkStatus.QUEUED], run_id__in=live_runs,
     ).update(status=WorkStatus.RUNNING, claimed_at=timezone.now()))
 
 
@@ -136,7 +146,9 @@ def _process(model, item_id: int, work: Callable[[object], None]) -> str:
         return WorkStatus.SKIPPED
     try:
         work(item)
-    except TransientLLMError as exc:
+    except (TransientLLMError, OperationalError) as exc:
+        # OperationalError: the database refused a connection (max_connections) or dropped one; like
+        # a busy endpoint, a reason to try the item again later, not to fail it
         _release(model, item_id, f"transient: {exc}")
         raise
     except (InvalidOutput, PermanentLLMError) as exc:
@@ -195,7 +207,7 @@ def extract_hypotheses(run_skill_id: int) -> str:
                     prompt_version=p.version, llm_call=recorder.last,
                 )
                 for i, h in enumerate(result.parsed.hypotheses[:count])
-            ])
+            ], ignore_conflicts=True)  # a worker that outlived its stale claim may have written them
             RunSkill.objects.filter(pk=item.pk).update(prompt_version=p.version)
 
     return _process(RunSkill, run_skill_id, work)
@@ -204,8 +216,9 @@ def extract_hypotheses(run_skill_id: int) -> str:
 # --- stage 2: retrieval -------------------------------------------------------------------------
 
 
-def retrieve(run_id: int) -> int:
-    """Embed the run's hypotheses and group them into candidate pairs. Idempotent per run."""
+def retrieve(run_id: int) -> int | None:
+    """Embed the run's hypotheses and group them into candidate pairs; the number made, or None when
+    another job has the run's retrieval (or it is done). Idempotent per run."""
     from facet_site.lib.retrieval import build_candidate_groups
     from skills.services import embed
 
@@ -213,7 +226,7 @@ def retrieve(run_id: int) -> int:
         pk=run_id, stage=Stage.RETRIEVAL, status=RunStatus.RUNNING, retrieval_claimed_at__isnull=True,
     ).update(retrieval_claimed_at=timezone.now())
     if not claimed:
-        return 0
+        return None
     run = SynthesisRun.objects.get(pk=run_id)
     hyps = list(ScenarioHypothesis.objects.filter(run=run).order_by("id"))
     missing = [h for h in hyps if not h.embedding]
@@ -244,13 +257,15 @@ def retrieve(run_id: int) -> int:
                     f"- {h.user_goal} (context: {h.application_context}; from: {h.initial_state}; to: {h.desired_final_state})"
                     for h in linked
                 )
-                pair = CandidatePair.objects.create(
-                    run=run, skill_set=skill_set, scenario_text=text, score=round(float(g.score), 4),
-                    evidence=g.evidence, source=PairSource.RETRIEVAL,
-                )
+                # get_or_create: a retrieval job that outlived its stale claim may be adding the same pairs
+                pair, made = CandidatePair.objects.get_or_create(run=run, skill_set=skill_set, defaults=dict(
+                    scenario_text=text, score=round(float(g.score), 4), evidence=g.evidence, source=PairSource.RETRIEVAL,
+                ))
+                existing.add(skill_set)
+                if not made:
+                    continue
                 PairSkill.objects.bulk_create([PairSkill(pair=pair, skill_id=s, position=i) for i, s in enumerate(g.skill_ids)])
                 pair.hypotheses.set(linked)
-                existing.add(skill_set)
                 created += 1
     SynthesisRun.objects.filter(pk=run.pk, stage=Stage.RETRIEVAL).update(stage=Stage.JUDGE)
     return created
@@ -363,10 +378,30 @@ def _requeue_stale(run: SynthesisRun, model):
 
 
 def _mark_queued(run: SynthesisRun, model, limit: int = 2000) -> list[int]:
-    ids = list(model.objects.filter(run=run, status=WorkStatus.PENDING).order_by("id").values_list("id", flat=True)[:limit])
-    if ids:
-        model.objects.filter(pk__in=ids, status=WorkStatus.PENDING).update(status=WorkStatus.QUEUED, claimed_at=timezone.now())
+    """Pending items this call (and no concurrent one) moves to queued: only they get a job.
+
+    Rows another advance holds are skipped (SKIP LOCKED) rather than waited for, and the status is
+    checked again under the lock, so two advances running at once never hand out one item twice.
+    SQLite has no row locks, but it runs one writing transaction at a time, which gives the same."""
+    with transaction.atomic():
+        ids = list(model.objects.select_for_update(skip_locked=True).filter(run=run, status=WorkStatus.PENDING)
+                   .order_by("id").values_list("id", flat=True)[:limit])
+        if ids:
+            model.objects.filter(pk__in=ids, status=WorkStatus.PENDING).update(
+                status=WorkStatus.QUEUED, claimed_at=timezone.now())
     return ids
+
+
+def _create_scenarios(run: SynthesisRun) -> None:
+    """One scenario per accepted pair. Concurrent advances may both see a pair without one, so the
+    insert is ON CONFLICT DO NOTHING on the pair's unique key: the second advance adds nothing
+    instead of failing with an IntegrityError."""
+    have = set(Scenario.objects.filter(run=run).values_list("pair_id", flat=True))
+    Scenario.objects.bulk_create([
+        Scenario(run=run, pair_id=pid)
+        for pid in CandidatePair.objects.filter(run=run, verdict=PairVerdict.ACCEPTED).values_list("id", flat=True)
+        if pid not in have
+    ], ignore_conflicts=True)
 
 
 def _next_stage(run: SynthesisRun, current: str):
@@ -438,12 +473,7 @@ def _advance(run_id: int, *, inline: bool) -> SynthesisRun:
             continue
         model = STAGE_ITEMS[stage]
         if stage == Stage.RECONSTRUCTION:
-            have = set(Scenario.objects.filter(run=run).values_list("pair_id", flat=True))
-            Scenario.objects.bulk_create([
-                Scenario(run=run, pair_id=pid)
-                for pid in CandidatePair.objects.filter(run=run, verdict=PairVerdict.ACCEPTED).values_list("id", flat=True)
-                if pid not in have
-            ])
+            _create_scenarios(run)
         _requeue_stale(run, model)
         for item_id in _mark_queued(run, model):
             _hand_out(stage, item_id, inline=inline)
@@ -454,6 +484,20 @@ def _advance(run_id: int, *, inline: bool) -> SynthesisRun:
             return run
         _next_stage(run, stage)
     return run
+
+
+def run_to_advance(model, item_id: int) -> int | None:
+    """The item's run, when an advance has work after this item: its stage has no other item
+    handed out (the stage may be over), or it has items not yet handed out (beyond one batch, or
+    given back by a stale claim). Otherwise None: with a hundred items finishing a second, an
+    advance after each would only queue jobs that find nothing to do. Safe against two last items
+    finishing together: each looks after its own status is committed, so the later look sees both."""
+    run_id = model.objects.values_list("run_id", flat=True).get(pk=item_id)
+    items = model.objects.filter(run_id=run_id)
+    if items.filter(status=WorkStatus.PENDING).exists() or not items.filter(
+            status__in=[WorkStatus.QUEUED, WorkStatus.RUNNING]).exists():
+        return run_id
+    return None
 
 
 def execute_run_inline(run_id: int) -> SynthesisRun:

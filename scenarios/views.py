@@ -15,6 +15,7 @@ from facet_site.lib.render import render_markdown
 from facet_site.roles import can_review, require
 
 from . import pairs_jsonl, selectors, services
+from .estimate import duration, estimate_config
 from .forms import StartRunForm, category_choices
 from .models import (
     RECONSTRUCTION_MODULES,
@@ -25,6 +26,7 @@ from .models import (
     SynthesisRun,
 )
 from .run_config import RunConfigError
+from .throughput import live_figures
 
 RUNS_PAGE_SIZE = 25
 PAIRS_PAGE_SIZE = 50
@@ -52,16 +54,27 @@ def _progress(run: SynthesisRun) -> dict:
             total_sum += total
     percent = 100 if run.is_finished else _percent(settled_sum, total_sum)
     calls_by_stage = sorted((progress.get("calls_by_stage") or {}).items())
-    return {**progress, "stages": stages, "percent": percent, "calls_by_stage": calls_by_stage}
+    live = None if run.is_finished else live_figures(run)
+    return {**progress, "stages": stages, "percent": percent, "calls_by_stage": calls_by_stage, "live": live}
 
 
 def run_list(request):
     form = None if request.htmx else StartRunForm()  # the polled fragment has no form
+    estimate = None
     if request.method == "POST":
         if not can_review(request.user):
             raise PermissionDenied("Your role does not allow starting runs.")
         form = StartRunForm(request.POST)
-        if form.is_valid():
+        if form.is_valid() and request.POST.get("estimate"):
+            try:
+                estimate = estimate_config(form.config())
+            except RunConfigError as exc:
+                form.add_config_error(exc)
+            else:
+                estimate["time"] = duration(estimate["seconds"])
+                for row in estimate["stages"]:
+                    row["time"] = duration(row["seconds"])
+        elif form.is_valid():
             try:
                 run = services.start_run(name=form.cleaned_data["name"], user=request.user, config=form.config())
             except RunConfigError as exc:
@@ -73,7 +86,7 @@ def run_list(request):
     percentages = selectors.run_percentages(page.object_list)
     rows = [(run, percentages[run.pk]) for run in page]
     active = any(not run.is_finished for run in page)
-    context = {"page": page, "rows": rows, "form": form, "active": active}
+    context = {"page": page, "rows": rows, "form": form, "active": active, "estimate": estimate}
     if request.htmx:
         response = render(request, "scenarios/runs.html#runs", context)
         if not active:

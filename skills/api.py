@@ -5,8 +5,9 @@ from django.shortcuts import get_object_or_404
 from ninja import File, Query, Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
-from ninja.pagination import PageNumberPagination, paginate
+from ninja.pagination import paginate
 
+from facet_site.pagination import PageNumberPagination  # bounded page numbers
 from facet_site.roles import can_review
 
 from . import services

@@ -3,6 +3,9 @@ import numpy as np
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
+
+from facet_site import leases
 
 
 class Category(models.Model):
@@ -34,12 +37,27 @@ class Category(models.Model):
 
 class SkillStatus(models.TextChoices):
     ACCEPTED = "accepted", "Accepted"
+    # Suspicious by the safety scan: kept out of synthesis until a reviewer clears or rejects it.
+    HELD = "held", "Held for safety review"
     REJECTED = "rejected", "Rejected"
 
 
 class CategorySource(models.TextChoices):
     EMBEDDING = "embedding", "Embedding similarity"
+    CLASSIFIER = "classifier", "Trained classifier"
     OVERRIDE = "override", "Reviewer override"
+
+
+class SafetyLevel(models.TextChoices):
+    CLEAN = "clean", "Clean"
+    SUSPICIOUS = "suspicious", "Suspicious"
+    UNSAFE = "unsafe", "Unsafe"
+
+
+class SafetyReview(models.TextChoices):
+    NONE = "", "Not reviewed"
+    CLEARED = "cleared", "Cleared by a reviewer"
+    REJECTED = "rejected", "Rejected by a reviewer"
 
 
 class SkillQuerySet(models.QuerySet):
@@ -47,7 +65,12 @@ class SkillQuerySet(models.QuerySet):
         return self.filter(is_current=True)
 
     def accepted(self):
+        """Skills synthesis may use: no verdict, and clean (or cleared by a reviewer)."""
         return self.filter(status=SkillStatus.ACCEPTED)
+
+    def held(self):
+        """The safety review queue: suspicious skills no reviewer has decided on yet."""
+        return self.filter(status=SkillStatus.HELD)
 
 
 class Skill(models.Model):
@@ -94,6 +117,20 @@ class Skill(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     category_overridden_at = models.DateTimeField(null=True, blank=True)
+    category_runner_up = models.ForeignKey(Category, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    category_runner_up_confidence = models.FloatField(null=True, blank=True)
+
+    # The safety scan (facet_site/lib/skill_safety.py) of every text file: level and report.
+    safety_level = models.CharField(max_length=10, choices=SafetyLevel.choices, default=SafetyLevel.CLEAN)
+    safety_report = models.JSONField(default=dict, blank=True)
+    safety_review = models.CharField(max_length=10, choices=SafetyReview.choices, blank=True, default="")
+    safety_reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    safety_reviewed_at = models.DateTimeField(null=True, blank=True)
+    safety_review_note = models.TextField(blank=True)
+    # Credentials the skill mentions, required or optional, and where (skill_filters.requirements).
+    private_resources = models.JSONField(default=dict, blank=True)
 
     # float32 little-endian, L2-normalised; kept as bytes so both SQLite and PostgreSQL store it.
     embedding = models.BinaryField(null=True, blank=True, editable=False)
@@ -117,6 +154,10 @@ class Skill(models.Model):
             models.Index(fields=["is_current", "status", "category", "name"], name="skill_list_idx"),
             # the taxonomy page's data stamp (facet_site/stamps.py) reads the newest override
             models.Index(fields=["category_overridden_at"], name="skill_override_time_idx"),
+            # the low-confidence queue on the Taxonomy page: current accepted skills by confidence
+            models.Index(fields=["is_current", "status", "category_confidence"], name="skill_confidence_idx"),
+            # publisher taint: other current skills of an owner with an unsafe skill
+            models.Index(fields=["owner", "safety_level"], name="skill_owner_safety_idx"),
             # exact-duplicate detection during ingest
             models.Index(fields=["content_hash"], name="skill_content_hash_idx"),
             # filter by owner and source on the list page
@@ -136,6 +177,15 @@ class Skill(models.Model):
     @property
     def display_owner(self) -> str:
         return self.owner or "—"
+
+    def clear_safety(self, *, user, note: str = "") -> bool:
+        """A reviewer clears a held skill; it goes back to accepted. False when it is no longer held."""
+        done = Skill.objects.filter(pk=self.pk, status=SkillStatus.HELD).update(
+            status=SkillStatus.ACCEPTED, safety_review=SafetyReview.CLEARED, safety_reviewed_by=user,
+            safety_reviewed_at=timezone.now(), safety_review_note=note[:2000],
+        )
+        self.refresh_from_db()
+        return bool(done)
 
 
 class SkillFile(models.Model):
@@ -158,6 +208,7 @@ class SkillFile(models.Model):
 
 class VerdictKind(models.TextChoices):
     UNSAFE = "unsafe", "Unsafe instructions"
+    SAFETY_REVIEW = "safety_review", "Rejected in safety review"
     PRIVATE = "private", "Depends on private resources"
     NON_ACTIONABLE = "non_actionable", "Not actionable in a terminal"
     UNREADABLE = "unreadable", "Unreadable"
@@ -203,6 +254,8 @@ class IngestBatch(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # stamped by the running worker (facet_site/leases.py); silent for a lease: its worker died
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     total = models.PositiveIntegerField(default=0)
     processed = models.PositiveIntegerField(default=0)
@@ -215,6 +268,23 @@ class IngestBatch(models.Model):
 
     def __str__(self):
         return f"Ingest #{self.pk} of {self.source_label}"
+
+    @classmethod
+    def claim(cls, batch_id: int) -> bool:
+        """Take a queued batch, or a running one whose worker died (its lease ran out)."""
+        return leases.claim(cls, batch_id, queued=IngestBatchStatus.QUEUED, running=IngestBatchStatus.RUNNING,
+                            started_at=timezone.now())
+
+    @classmethod
+    def retry(cls, batch_id: int) -> bool:
+        """A failed batch, or a running one whose worker died, goes back to the queue (the Retry
+        button). Ingest is idempotent, so skills stored by the earlier attempt are not stored twice."""
+        return leases.retry(cls, batch_id, retryable=IngestBatchStatus.FAILED, queued=IngestBatchStatus.QUEUED,
+                            running=IngestBatchStatus.RUNNING, finished_at=None, message="")
+
+    @property
+    def is_stalled(self) -> bool:
+        return leases.is_stalled(self, IngestBatchStatus.RUNNING)
 
     @property
     def is_finished(self) -> bool:

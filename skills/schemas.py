@@ -32,6 +32,9 @@ class SkillOut(Schema):
     category: CategoryRef | None = None
     category_confidence: float | None = None
     category_source: str
+    category_runner_up: CategoryRef | None = None
+    category_runner_up_confidence: float | None = None
+    safety_level: str  # clean | suspicious | unsafe (docs/skills.md)
     content_hash: str
     ingested_at: datetime
     verdicts: list[str]
@@ -65,6 +68,8 @@ class SkillDetailOut(SkillOut):
     homepage: str
     frontmatter: dict
     body: str
+    safety_report: dict
+    private_resources: dict
     required_tools: list
     required_bins: list
     required_env: list

@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
+from facet_site import leases
 from facet_site.lib import archives, skill_filters
 from facet_site.lib.embedding import Embedder, get_embedder
 from facet_site.lib.skillformat import ParsedSkill, SourceProblem, discover
@@ -41,7 +42,6 @@ from .models import (
 
 log = logging.getLogger(__name__)
 
-CHUNK_SIZE = 256
 # Softmax temperature over cosine similarities: turns a similarity margin into a confidence.
 CONFIDENCE_TEMPERATURE = 0.05
 
@@ -53,8 +53,51 @@ class IngestError(Exception):
 # --- sources ----------------------------------------------------------------------------------
 
 
+def ingest_areas() -> Path:
+    return settings.DATA_DIR / "ingest"
+
+
 def ingest_area(batch: IngestBatch) -> Path:
-    return settings.DATA_DIR / "ingest" / f"batch-{batch.pk}"
+    return ingest_areas() / f"batch-{batch.pk}"
+
+
+def remove_leftovers(*, upload_tmp_older_than_s: float = 3600) -> list[str]:
+    """Extraction areas no running batch owns (finished, failed, or its worker died: a resumed batch
+    extracts again) and upload temp files a killed web process left. A starting worker calls this.
+    Returns what was removed."""
+    removed: list[str] = []
+    live = {f"batch-{pk}" for pk in IngestBatch.objects.filter(status=IngestBatchStatus.RUNNING)
+            .exclude(leases.stalled(IngestBatchStatus.RUNNING)).values_list("pk", flat=True)}
+    if ingest_areas().is_dir():
+        for area in ingest_areas().iterdir():
+            if area.name not in live:
+                shutil.rmtree(area, ignore_errors=True) if area.is_dir() else area.unlink(missing_ok=True)
+                removed.append(str(area))
+    tmp = Path(settings.FILE_UPLOAD_TEMP_DIR)
+    cutoff = time.time() - upload_tmp_older_than_s  # younger ones may be uploads in progress
+    for f in tmp.iterdir() if tmp.is_dir() else []:
+        if f.is_file() and f.stat().st_mtime < cutoff:
+            f.unlink(missing_ok=True)
+            removed.append(str(f))
+    return removed
+
+
+def _unpack_within_cap(batch: IngestBatch, source: Path, root: Path) -> list[SourceProblem]:
+    """Unpack into the batch's area, within the archive limit and what the total ingest-area cap
+    leaves after the other batches' areas; past the cap the batch fails with a clear message."""
+    cap = settings.FACET_INGEST_AREA_MAX_BYTES
+    others = sum(archives.tree_bytes(a) for a in ingest_areas().iterdir() if a != root) if ingest_areas().is_dir() else 0
+    room = cap - others
+    if room <= 0:
+        raise IngestError(f"{source.name}: the ingest area is full ({others:,} bytes of other batches' extracted "
+                          f"files, cap {cap:,} bytes, FACET_INGEST_AREA_MAX_BYTES); retry once they finish")
+    limit = min(settings.FACET_INGEST_MAX_ARCHIVE_BYTES, room)
+    problems = archives.unpack(source, root, max_total_bytes=limit)
+    if limit < settings.FACET_INGEST_MAX_ARCHIVE_BYTES and any(f"beyond {limit} bytes" in p.message for p in problems):
+        shutil.rmtree(root, ignore_errors=True)
+        raise IngestError(f"{source.name}: extracting it would pass the ingest area's cap of {cap:,} bytes "
+                          f"(FACET_INGEST_AREA_MAX_BYTES; other batches hold {others:,}); nothing was ingested")
+    return problems
 
 
 def source_label_for(path: Path) -> str:
@@ -71,13 +114,26 @@ def create_batch(*, path: Path, origin: str = "cli", user=None, label: str | Non
     )
 
 
-def claim_batch(batch_id: int) -> bool:
-    """Take a queued batch for this worker; False when another worker already has it (or it is done)."""
-    return bool(
-        IngestBatch.objects.filter(pk=batch_id, status=IngestBatchStatus.QUEUED).update(
-            status=IngestBatchStatus.RUNNING, started_at=timezone.now()
-        )
-    )
+def retry_batch(batch: IngestBatch) -> bool:
+    """Queue a failed batch, or one whose worker died, again (the Retry button, resume_stalled).
+    False when it is neither."""
+    from . import jobs  # at call time: jobs imports this module
+
+    if not IngestBatch.retry(batch.pk):
+        return False
+    jobs.ingest_batch.delay_on_commit(batch.pk)
+    return True
+
+
+def resume_stalled() -> list[int]:
+    """Batches whose worker died (or whose message was lost) go back to the queue, once a lease."""
+    from . import jobs  # at call time: jobs imports this module
+
+    ids = leases.requeue_stalled(IngestBatch, queued=IngestBatchStatus.QUEUED, running=IngestBatchStatus.RUNNING,
+                                 message_field="message")
+    for pk in ids:
+        jobs.ingest_batch.delay_on_commit(pk)
+    return ids
 
 
 def identity_key(parsed: ParsedSkill, source_label: str) -> str:
@@ -130,18 +186,21 @@ def classify(vectors: np.ndarray) -> list[tuple[int | None, float | None]]:
 
 
 class AcceptedIndex:
-    """Exact inner-product index over accepted current skills, for near-duplicate detection."""
+    """Exact inner-product index over kept (accepted or held) current skills, for near-duplicate
+    detection. A copy displaced by a better duplicate is discarded (skipped by searches)."""
 
     def __init__(self, dim: int = 384):
         import faiss
 
         self._index = faiss.IndexFlatIP(dim)
         self._ids: list[int] = []
+        self._discarded: set[int] = set()
 
     @classmethod
     def load(cls) -> "AcceptedIndex":
         index = cls()
-        rows = Skill.objects.current().accepted().exclude(embedding=None).values_list("id", "embedding")
+        rows = (Skill.objects.current().filter(status__in=[SkillStatus.ACCEPTED, SkillStatus.HELD])
+                .exclude(embedding=None).values_list("id", "embedding"))
         ids, vecs = [], []
         for skill_id, blob in rows.iterator(chunk_size=2000):
             ids.append(skill_id)
@@ -155,11 +214,23 @@ class AcceptedIndex:
             self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
             self._ids.extend(ids)
 
+    def discard(self, skill_id: int) -> None:
+        self._discarded.add(skill_id)
+
+    def is_discarded(self, skill_id: int) -> bool:
+        return skill_id in self._discarded
+
     def best_match(self, vectors: np.ndarray) -> list[tuple[int | None, float]]:
         if not self._ids or len(vectors) == 0:
             return [(None, 0.0)] * len(vectors)
-        scores, positions = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), 1)
-        return [(self._ids[p[0]] if p[0] >= 0 else None, float(s[0])) for s, p in zip(scores, positions)]
+        k = min(len(self._ids), 1 + min(len(self._discarded), 15))
+        scores, positions = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
+        out = []
+        for row_scores, row_positions in zip(scores, positions):
+            found = next(((self._ids[p], float(s)) for s, p in zip(row_scores, row_positions)
+                          if p >= 0 and self._ids[p] not in self._discarded), (None, 0.0))
+            out.append(found)
+        return out
 
 
 # --- ingestion --------------------------------------------------------------------------------
@@ -172,6 +243,8 @@ class IngestSummary:
     updated: int = 0
     unchanged: int = 0
     accepted: int = 0
+    held: int = 0  # suspicious by the safety scan, waiting for a reviewer
+    displaced: int = 0  # stored copies that lost to a better duplicate of this batch
     duplicates: int = 0
     rejected_by_reason: Counter = field(default_factory=Counter)
     errors: list[dict] = field(default_factory=list)
@@ -193,6 +266,8 @@ class IngestSummary:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "accepted": self.accepted,
+            "held": self.held,
+            "displaced": self.displaced,
             "duplicates": self.duplicates,
             "rejected_by_reason": dict(sorted(self.rejected_by_reason.items())),
             "errors": len(self.errors),
@@ -246,121 +321,64 @@ def _skill_fields(p: ParsedSkill) -> dict:
     )
 
 
+def _count_stored_earlier(summary: IngestSummary, skills: list[Skill], seen_hashes: dict[str, int]) -> None:
+    """A resumed batch (its worker died mid-way) meets the skills its first attempt stored: they
+    count as that attempt counted them, so the summary is the one an uninterrupted run gives. A
+    verdict that displaced a copy later (evidence "displaced_by") was counted as a displacement."""
+    kinds: dict[int, set[str]] = {}
+    for skill_id, kind, evidence in Verdict.objects.filter(skill__in=skills).values_list("skill_id", "kind", "evidence"):
+        if isinstance(evidence, dict) and "displaced_by" in evidence:
+            summary.displaced += 1
+            continue
+        kinds.setdefault(skill_id, set()).add(kind)
+    for skill in skills:
+        seen_hashes.setdefault(skill.content_hash, skill.id)
+        if skill.previous_version_id is None:
+            summary.ingested += 1
+        else:
+            summary.updated += 1
+        found = kinds.get(skill.id, set())
+        for kind in sorted(found):
+            summary.rejected_by_reason[kind] += 1
+        if found & {VerdictKind.DUPLICATE, VerdictKind.NEAR_DUPLICATE}:
+            summary.duplicates += 1
+        if not found:
+            if skill.status == SkillStatus.HELD:
+                summary.held += 1
+            else:
+                summary.accepted += 1
+
+
 def _store_chunk(batch: IngestBatch, chunk: list[ParsedSkill], index: AcceptedIndex, summary: IngestSummary,
                  seen_hashes: dict[str, int]):
     keys = [identity_key(p, batch.source_label) for p in chunk]
     current = {s.key: s for s in Skill.objects.current().filter(key__in=keys)}
 
     fresh: list[tuple[str, ParsedSkill, Skill | None]] = []
+    earlier: list[Skill] = []
     for key, parsed in zip(keys, chunk):
         existing = current.get(key)
         if existing is not None and existing.content_hash == parsed.content_hash:
-            summary.unchanged += 1
+            if existing.batch_id == batch.pk:
+                earlier.append(existing)
+            else:
+                summary.unchanged += 1
             continue
         fresh.append((key, parsed, existing))
+    _count_stored_earlier(summary, earlier, seen_hashes)
     if not fresh:
         return
+    from . import storing  # at call time: storing uses this module's embedder and record helpers
 
-    readable = [i for i, (_, p, _) in enumerate(fresh) if not p.unreadable_reason]
-    vectors = np.zeros((len(fresh), 384), dtype=np.float32)
-    with summary.timing("embed"):
-        if readable:
-            vectors[readable] = embed([embedding_text(name=fresh[i][1].name, description=fresh[i][1].description) for i in readable])
-    with summary.timing("classify"):
-        categories = classify(vectors)
-    with summary.timing("filter"):
-        findings_by_item = [skill_filters.evaluate(p) for _, p, _ in fresh]
-
-    hashes = [p.content_hash for _, p, _ in fresh]
-    stored_by_hash = dict(
-        Skill.objects.current().filter(content_hash__in=hashes).exclude(key__in=[k for k, _, _ in fresh])
-        .order_by("id").values_list("content_hash", "id")
-    )
-    matches = index.best_match(vectors)
-    threshold = settings.FACET_NEAR_DUPLICATE_THRESHOLD
-
-    accepted_in_chunk: dict[int, int] = {}
-    with transaction.atomic():
-        for i, (key, parsed, existing) in enumerate(fresh):
-            findings = findings_by_item[i]
-            verdicts: list[Verdict] = [
-                Verdict(kind=f.kind, reason=f.reason, evidence=f.evidence if isinstance(f.evidence, dict) else {"match": f.evidence})
-                for f in findings
-            ]
-            duplicate_of = stored_by_hash.get(parsed.content_hash) or seen_hashes.get(parsed.content_hash)
-            if duplicate_of:
-                verdicts.append(Verdict(
-                    kind=VerdictKind.DUPLICATE, duplicate_of_id=duplicate_of,
-                    reason=f"Same content hash as skill #{duplicate_of}.", evidence={"content_hash": parsed.content_hash},
-                ))
-            elif i in readable:
-                match_id, score = matches[i]
-                # Near-duplicates inside this chunk: compare with earlier accepted items of the chunk too.
-                for j, accepted_id in accepted_in_chunk.items():
-                    s = float(vectors[i] @ vectors[j])
-                    if s > score:
-                        match_id, score = accepted_id, s
-                if match_id is not None and score >= threshold and match_id != getattr(existing, "id", None):
-                    verdicts.append(Verdict(
-                        kind=VerdictKind.NEAR_DUPLICATE, duplicate_of_id=match_id,
-                        reason=f"Embedding cosine {score:.3f} to skill #{match_id} (threshold {threshold}).",
-                        evidence={"cosine": round(score, 4), "threshold": threshold},
-                    ))
-
-            fields = _skill_fields(parsed)
-            category_id, confidence = categories[i] if i in readable else (None, None)
-            version_number = 1
-            carried = {}
-            if existing is not None:
-                version_number = existing.version_number + 1
-                if existing.category_source == CategorySource.OVERRIDE:
-                    # A reviewer's decision outlives a re-publication of the same skill.
-                    carried = dict(
-                        category_id=existing.category_id, category_source=CategorySource.OVERRIDE,
-                        category_overridden_by_id=existing.category_overridden_by_id,
-                        category_overridden_at=existing.category_overridden_at,
-                    )
-                Skill.objects.filter(pk=existing.pk).update(is_current=False)
-            category_fields = carried or dict(
-                category_id=category_id, category_confidence=confidence,
-                category_source=CategorySource.EMBEDDING if category_id else "",
-            )
-            skill = Skill.objects.create(
-                key=key, version_number=version_number, is_current=True, previous_version=existing,
-                source=batch.source_label[:200], batch=batch,
-                status=SkillStatus.REJECTED if verdicts else SkillStatus.ACCEPTED,
-                embedding=vectors[i].tobytes() if i in readable else None,
-                embedding_model=embedder().signature if i in readable else "",
-                **fields, **category_fields,
-            )
-            SkillFile.objects.bulk_create([
-                SkillFile(skill=skill, path=f.path[:500], size=f.size, sha256=f.sha256, text=f.text, is_binary=f.is_binary)
-                for f in parsed.files
-            ])
-            for v in verdicts:
-                v.skill = skill
-            Verdict.objects.bulk_create(verdicts)
-
-            seen_hashes.setdefault(parsed.content_hash, skill.id)
-            if existing is None:
-                summary.ingested += 1
-            else:
-                summary.updated += 1
-            if verdicts:
-                for kind in sorted({v.kind for v in verdicts}):
-                    summary.rejected_by_reason[kind] += 1
-                if any(v.kind in (VerdictKind.DUPLICATE, VerdictKind.NEAR_DUPLICATE) for v in verdicts):
-                    summary.duplicates += 1
-            else:
-                summary.accepted += 1
-                accepted_in_chunk[i] = skill.id
-                index.add([skill.id], vectors[i : i + 1])
+    storing.store_fresh(batch, fresh, index, summary, seen_hashes)
 
 
 def run_ingest(batch: IngestBatch, *, progress: Callable[[int, int], None] | None = None) -> IngestSummary:
     """Ingest the batch's source. Per-file problems are recorded; only an unreadable source raises."""
     summary = IngestSummary()
     source = Path(batch.source_path)
+    # A resumed batch records its problems again; the first attempt's would be counted twice.
+    IngestProblem.objects.filter(batch=batch).delete()
     if not source.exists():
         raise IngestError(f"{source}: no such file or directory")
     if source.is_file():
@@ -368,9 +386,9 @@ def run_ingest(batch: IngestBatch, *, progress: Callable[[int, int], None] | Non
             raise IngestError(f"{source}: not a directory, .zip, .tar or .tar.gz archive")
         root = ingest_area(batch)
         if root.exists():
-            shutil.rmtree(root)
+            shutil.rmtree(root)  # a resumed batch extracts again from a clean area
         root.mkdir(parents=True)
-        for problem in archives.unpack(source, root, max_total_bytes=settings.FACET_INGEST_MAX_ARCHIVE_BYTES):
+        for problem in _unpack_within_cap(batch, source, root):
             _record_problem(batch, summary, problem)
     elif source.is_dir():
         root = source
@@ -402,28 +420,39 @@ def run_ingest(batch: IngestBatch, *, progress: Callable[[int, int], None] | Non
             if progress:
                 progress(done, len(items))
 
+    from . import storing  # at call time: storing imports this module
+
     for item in items:
+        if isinstance(item, ParsedSkill) and (refused := storing.nul_problem(item)):
+            item = refused  # refused on its own, with the reason; the rest of the batch is stored
         if isinstance(item, SourceProblem):
             _record_problem(batch, summary, item)
             done += 1
             continue
         _record_warnings(batch, summary, item)
         chunk.append(item)
-        if len(chunk) >= CHUNK_SIZE:
+        if len(chunk) >= settings.FACET_INGEST_CHUNK_SIZE:
             flush()
     flush()
-    summary.seconds["store"] -= summary.seconds["embed"] + summary.seconds["classify"] + summary.seconds["filter"]
+    summary.seconds["store"] -= (summary.seconds["embed"] + summary.seconds["classify"] + summary.seconds["filter"]
+                                 + summary.seconds["safety"])
+    tainted = storing.taint_publishers()
+    moved = Skill.objects.filter(pk__in=tainted, batch=batch, status=SkillStatus.HELD).count()
+    summary.accepted -= moved
+    summary.held += moved
     IngestBatch.objects.filter(pk=batch.pk).update(processed=len(items), summary=summary.as_dict())
     return summary
 
 
 def execute_batch(batch_id: int, *, progress=None) -> IngestBatch | None:
-    """Claim and run one batch, recording success or a clear failure on it."""
-    if not claim_batch(batch_id):
+    """Claim and run one batch, recording success or a clear failure on it. Its extraction area
+    is removed afterwards, whatever the outcome (the uploaded archive stays, for a retry)."""
+    if not IngestBatch.claim(batch_id):
         return None
     batch = IngestBatch.objects.get(pk=batch_id)
     try:
-        summary = run_ingest(batch, progress=progress)
+        with leases.heartbeat(IngestBatch, batch_id, running=IngestBatchStatus.RUNNING):
+            summary = run_ingest(batch, progress=progress)
     except IngestError as exc:
         IngestBatch.objects.filter(pk=batch_id).update(status=IngestBatchStatus.FAILED, message=str(exc), finished_at=timezone.now())
     except Exception as exc:  # recorded on the batch so the page shows it; the worker goes on
@@ -437,6 +466,8 @@ def execute_batch(batch_id: int, *, progress=None) -> IngestBatch | None:
             message=f"{summary.ingested} new, {summary.updated} updated, {summary.unchanged} unchanged, "
                     f"{summary.accepted} accepted, {len(summary.errors)} errors, {summary.warnings} warnings",
         )
+    finally:
+        shutil.rmtree(ingest_area(batch), ignore_errors=True)
     return IngestBatch.objects.get(pk=batch_id)
 
 
@@ -457,7 +488,17 @@ def override_category(*, skill: Skill, category: Category, user) -> Skill:
         category_overridden_by=user, category_overridden_at=timezone.now(),
     )
     skill.refresh_from_db()
+    category_changed(skill.pk)
     return skill
+
+
+def category_changed(skill_id: int) -> None:
+    """Tell the app that labels tasks (by the job named in settings) that a skill's category
+    changed, once the change commits; task labels and analytics follow the skill's category."""
+    from facet_site.celery import app
+
+    # A signature's delay runs in-process when jobs are eager, where send_task would only queue.
+    transaction.on_commit(lambda: app.signature(settings.FACET_CATEGORY_CHANGED_JOB, args=[skill_id]).delay())
 
 
 # --- queries ----------------------------------------------------------------------------------
@@ -564,7 +605,7 @@ def filter_skills(*, q: str = "", category: str = "", status: str = "", verdict:
     if owner:
         qs = qs.filter(owner=owner)
     qs = search_skills(qs, q)
-    return qs.select_related("category").order_by(*SORTS.get(sort, SORTS["name"]))
+    return qs.select_related("category", "category_runner_up").order_by(*SORTS.get(sort, SORTS["name"]))
 
 
 class UploadError(ValueError):

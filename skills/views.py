@@ -1,5 +1,5 @@
-"""The skill corpus's HTML pages: the skill list and page, files, category overrides, the taxonomy,
-uploads and an ingest batch's polling page."""
+"""The skill corpus's HTML pages: the skill list and page, files, category overrides, the taxonomy
+with its low-confidence queue, the safety review queue, uploads and an ingest batch's polling page."""
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
@@ -14,10 +14,12 @@ from facet_site import stamps
 from facet_site.lib.render import highlight_code, render_markdown
 from facet_site.roles import can_review, require
 
-from . import charts, services
-from .models import Category, IngestBatch, Skill, SkillStatus, VerdictKind
+from . import charts, review, services
+from .models import Category, CategorySource, IngestBatch, Skill, SkillStatus, Verdict, VerdictKind
 
 PAGE_SIZE = 50
+LOW_CONFIDENCE = 0.5  # the Taxonomy page's queue: classifier confidence below this
+LOW_CONFIDENCE_ROWS = 50
 FILE_COLLAPSE_LINES = 200
 
 
@@ -61,6 +63,10 @@ def skill_detail(request, skill_id: int):
         "frontmatter_html": highlight_code(frontmatter_yaml, language="yaml", anchor="fm") if frontmatter_yaml else "",
         "files": skill.files.all(),
         "verdicts": skill.verdicts.select_related("duplicate_of"),
+        "kept_over": Verdict.objects.filter(duplicate_of=skill, kind__in=[VerdictKind.DUPLICATE, VerdictKind.NEAR_DUPLICATE])
+                     .select_related("skill").order_by("id")[:20],
+        "safety_findings": (skill.safety_report or {}).get("findings", []),
+        "safety_examples": (skill.safety_report or {}).get("examples", []),
         "neighbours": services.nearest_skills(skill),
         "versions": Skill.objects.filter(key=skill.key).order_by("-version_number"),
         "fine_categories": Category.objects.filter(parent__isnull=False).select_related("parent").order_by("parent__position", "position"),
@@ -74,7 +80,9 @@ def skill_file(request, skill_id: int, file_path: str):
         raise Http404("No such file in this skill.")
     if request.GET.get("download") == "1" and f.text is not None:
         response = HttpResponse(f.text, content_type="text/plain; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{f.path.rsplit("/", 1)[-1]}"'
+        # a name may hold newlines or quotes, which a header cannot
+        name = "".join(c if c.isprintable() and c not in '"\\' else "_" for c in f.path.rsplit("/", 1)[-1])
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
     lines = (f.text or "").count("\n") + 1
     show_all = request.GET.get("all") == "1"
@@ -92,7 +100,8 @@ def skill_file(request, skill_id: int, file_path: str):
 @require(can_review)
 def override_category(request, skill_id: int):
     skill = get_object_or_404(Skill, pk=skill_id)
-    category = Category.objects.filter(pk=request.POST.get("category") or 0).first()
+    chosen = request.POST.get("category") or ""
+    category = Category.objects.filter(pk=int(chosen)).first() if chosen.isascii() and chosen.isdigit() and len(chosen) < 19 else None
     if category is None:
         messages.error(request, "category: choose a category from the list.")
     else:
@@ -101,6 +110,8 @@ def override_category(request, skill_id: int):
             messages.success(request, f"Category set to “{category.name}”.")
         except ValueError as exc:
             messages.error(request, str(exc))
+    if request.POST.get("next") == "taxonomy":
+        return redirect(reverse("skills:taxonomy") + "#low-confidence")
     return redirect("skills:detail", skill_id=skill.pk)
 
 
@@ -117,7 +128,43 @@ def _taxonomy_context() -> dict:
 
 def taxonomy(request):
     # counting 70,000+ skills and building two figures, once per change of the corpus
-    return render(request, "skills/taxonomy.html", stamps.cached("taxonomy", stamps.SKILLS_STAMP, _taxonomy_context))
+    context = dict(stamps.cached("taxonomy", stamps.SKILLS_STAMP, _taxonomy_context))
+    # The queue is read on every request (an indexed, limited query), so an override leaves it at once.
+    low = (Skill.objects.current().accepted().exclude(category_source=CategorySource.OVERRIDE)
+           .filter(category_confidence__lt=LOW_CONFIDENCE))
+    context.update(
+        low_confidence=low.select_related("category", "category_runner_up").order_by("category_confidence", "id")[:LOW_CONFIDENCE_ROWS],
+        low_count=low.count(), low_threshold=LOW_CONFIDENCE,
+        fine_categories=Category.objects.filter(parent__isnull=False).select_related("parent").order_by("parent__position", "position"),
+    )
+    return render(request, "skills/taxonomy.html", context)
+
+
+def safety_queue(request):
+    page = Paginator(review.queue(), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "skills/safety_queue.html", {"page": page})
+
+
+@require_POST
+@require(can_review)
+def safety_decide(request, skill_id: int):
+    skill = get_object_or_404(Skill, pk=skill_id)
+    decision = request.POST.get("decision", "")
+    note = request.POST.get("note", "").replace("\x00", "")[:2000]
+    try:
+        if decision == "clear":
+            review.clear_skill(skill=skill, user=request.user, note=note)
+            messages.success(request, f"“{skill.name}” cleared: it is accepted and may be used in synthesis.")
+        elif decision == "reject":
+            review.reject_skill(skill=skill, user=request.user, note=note)
+            messages.success(request, f"“{skill.name}” rejected in safety review.")
+        else:
+            messages.error(request, "decision: choose clear or reject.")
+    except review.ReviewError as exc:
+        messages.error(request, str(exc))
+    if request.POST.get("next") == "queue":
+        return redirect("skills:safety-queue")
+    return redirect("skills:detail", skill_id=skill.pk)
 
 
 def upload(request):
@@ -137,10 +184,24 @@ def upload(request):
     return render(request, "skills/upload.html", {"batches": IngestBatch.objects.select_related("created_by")[:20]})
 
 
+@require_POST
+@require(can_review)
+def retry_batch(request, batch_id: int):
+    """Retry a failed batch, or resume one whose worker died (docs/operations.md)."""
+    batch = get_object_or_404(IngestBatch, pk=batch_id)
+    if services.retry_batch(batch):
+        messages.success(request, f"Ingest #{batch.pk} is queued again; skills it already stored are not stored twice.")
+    else:
+        messages.error(request, f"Ingest #{batch.pk} is {batch.get_status_display().lower()}: only a failed batch, "
+                                "or one whose worker stopped answering, can be retried.")
+    return redirect("skills:batch", batch_id=batch.pk)
+
+
 def batch_detail(request, batch_id: int):
     batch = get_object_or_404(IngestBatch, pk=batch_id)
     problems = batch.problems.order_by("severity", "path", "id")  # errors before warnings
-    context = {"batch": batch, "problems": problems[:500], "problem_count": problems.count()}
+    context = {"batch": batch, "problems": problems[:500], "problem_count": problems.count(),
+               "can_retry": can_review(request.user)}
     if request.htmx:
         response = render(request, "skills/batch.html#progress", context)
         if batch.is_finished:

@@ -51,7 +51,8 @@ def pass_rate_bars(rows: list[dict], overall: dict, url_of: Callable[[dict], str
     overall rate as a dashed reference line."""
     rates = [_pct(r["rate"]) for r in rows]
     bar = _bar(
-        x=[r["label"] for r in rows], y=rates, customdata=[url_of(r) for r in rows], marker={"color": BLUE},
+        x=[r.get("name", r["label"]) for r in rows], y=rates, customdata=[url_of(r) for r in rows],
+        marker={"color": BLUE},
         error_y={"type": "data", "symmetric": False,
                  "array": [(_pct(r["high"]) - rate) if rate is not None else 0 for r, rate in zip(rows, rates)],
                  "arrayminus": [(rate - _pct(r["low"])) if rate is not None else 0 for r, rate in zip(rows, rates)],
@@ -168,4 +169,15 @@ def family_bars(rows: list[dict], url_of: Callable[[dict], str]) -> dict:
         customdata=[url_of(r) for r in rows], marker={"color": BLUE},
         text=[f"{100 * r['share']:.2f}%" if r["share"] is not None else "" for r in rows], textposition="none",
         hovertemplate="%{y}<br>%{x} tasks (%{text})<extra></extra>")],
-        height=max(300, 30 * len(rows) + 80), xaxis_title="tasks", yaxis={"automargin": True, "type": "category"})
+        # counts of tasks: whole-number ticks only (plotly picks 0.5 steps for small counts)
+        height=max(300, 30 * len(rows) + 80), xaxis={"title": "tasks", "tickformat": "d", "dtick": _count_dtick(rows)},
+        yaxis={"automargin": True, "type": "category"})
+
+
+def _count_dtick(rows: list[dict]) -> int:
+    """A tick step of a whole number of tasks giving at most about ten ticks."""
+    most = max((r["tasks"] for r in rows), default=1)
+    step = 1
+    while most / step > 10:
+        step = step * 5 // 2 if str(step)[0] == "2" else step * 2  # 1, 2, 5, 10, 20, 50, ...
+    return step

@@ -15,6 +15,8 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
 
+from skills.models import Category
+
 from . import analytics as an
 from .analytics_selection import AnalyticsFilter, rollout_choices
 from . import analytics_charts as charts
@@ -134,9 +136,14 @@ def tags(request):
     top = _int_param(request, "top", 20, 1, 200)
     by_kind = an.label_pass_rates_by_kind(af, [LabelKind.TAG, LabelKind.CATEGORY, LabelKind.DOMAIN], top=top)
     by_tag, by_category, by_domain = (by_kind[k] for k in (LabelKind.TAG, LabelKind.CATEGORY, LabelKind.DOMAIN))
+    # labels keep the category's slug (the filters and the CSV use it); pages show the name the
+    # Taxonomy page shows
+    names = dict(Category.objects.values_list("slug", "name"))
     for result, field_name in ((by_tag, "tag"), (by_category, "category"), (by_domain, "category")):
         for r in result["rows"]:
             r["url"] = af.task_list_url(**{field_name: [r["label"]]})
+            if field_name == "category":
+                r["name"] = names.get(r["label"], r["label"])
     columns = ["label", "rollouts", "passed", "tasks", "rate", "low", "high"]
     if _wants_csv(request):
         return _table(request, {"tags": (columns, by_tag["rows"]), "categories": (columns, by_category["rows"]),
@@ -163,9 +170,10 @@ def failures(request):
         }, "failed-checks")
 
     def initial_url(r):
-        # the ids are looked up when the bar is clicked (initial_failure_tasks), not for every bar here
+        # the ids are looked up when the bar is clicked (initial_failure_tasks), not for every bar here;
+        # `first_failure`, not `failure`: the task list's own `failure` filter is the current state
         return reverse("tasks:analytics-initial-failure-tasks") + "?" + af.query_string(
-            strategy=r["strategy"], failure=r["failure"])
+            strategy=r["strategy"], first_failure=r["failure"])
 
     figures = {
         "checks": charts.failed_checks_bars(checks["rows"], lambda r: af.trajectory_list_url(
@@ -185,7 +193,7 @@ def initial_failure_tasks(request):
     validation failed with a type. The task list has no filter for that, so this opens it by ids
     (the task filter's own), or at the strategy's "entering validation" stage when they are many."""
     af = AnalyticsFilter.from_query(request.GET)
-    strategy, failure = request.GET.get("strategy", ""), request.GET.get("failure", "")
+    strategy, failure = request.GET.get("strategy", ""), request.GET.get("first_failure", "")
     tasks = af.task_queryset().filter(imported=False, strategy=strategy)
     ids = list(an.first_validations(tasks).filter(accepted=False, failure="" if failure == "(none)" else failure)
                .order_by("version__task_id").values_list("version__task_id", flat=True)[:MAX_IDS_IN_LINK + 1])

@@ -4,8 +4,9 @@ Viewers read; validating needs a reviewer or an admin (403 otherwise)."""
 from django.shortcuts import get_object_or_404
 from ninja import Router, Status
 from ninja.errors import HttpError
-from ninja.pagination import PageNumberPagination, paginate
+from ninja.pagination import paginate
 
+from facet_site.pagination import PageNumberPagination  # bounded page numbers
 from facet_site.roles import can_review
 from scenarios.models import SynthesisRun
 

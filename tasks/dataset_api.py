@@ -9,8 +9,9 @@ from django.shortcuts import get_object_or_404
 from ninja import Field, File, Form, Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
-from ninja.pagination import PageNumberPagination, paginate
+from ninja.pagination import paginate
 
+from facet_site.pagination import PageNumberPagination  # bounded page numbers
 from facet_site.roles import can_review
 
 from . import exports, imports
@@ -68,6 +69,7 @@ class ImportOut(Schema):
     imported: int
     skipped: int
     problems: list[ProblemOut]
+    image_map: dict[str, str]
     task_ids: list[int]
     created_by: str | None = Field(None, alias="created_by.username")
     created_at: datetime
@@ -118,10 +120,13 @@ def download_export(request, export_id: int):
 
 @imports_router.post("", response={202: ImportOut},
              summary="Import Harbor or Terminal-Bench 1.x tasks from an uploaded archive (reviewers)")
-def create_import(request, archive: File[UploadedFile], queue_validation: bool = Form(False, alias="validate")):
+def create_import(request, archive: File[UploadedFile], queue_validation: bool = Form(False, alias="validate"),
+                  image_map: str = Form("", description="IMAGE=LOCAL pairs, comma- or line-separated: validate "
+                                                         "tasks FROM IMAGE on the local image LOCAL")):
     _reviewer(request)
     try:
-        task_import = imports.save_upload(uploaded=archive, user=request.auth, validate=queue_validation)
+        task_import = imports.save_upload(uploaded=archive, user=request.auth, validate=queue_validation,
+                                          image_map=imports.parse_image_map(image_map))
     except imports.ImportRefused as exc:
         raise HttpError(422, str(exc)) from None
     return Status(202, task_import)

@@ -60,6 +60,7 @@ def _new_context(query: str, f) -> dict:
 def export_detail(request, export_id: int):
     export = get_object_or_404(Export.objects.select_related("created_by"), pk=export_id)
     context = {"export": export, "finished": export.status in FINISHED, "parts": exports.PART_LABELS,
+               "can_retry": can_review(request.user),
                "percent": _percent(export.done, export.total, export.status)}
     if request.htmx:
         response = render(request, "tasks/export.html#progress", context)
@@ -105,7 +106,8 @@ def _upload(request):
         return redirect("tasks:imports")
     try:
         task_import = imports.save_upload(uploaded=uploaded, user=request.user,
-                                           validate=request.POST.get("validate") == "on")
+                                           validate=request.POST.get("validate") == "on",
+                                           image_map=imports.parse_image_map(request.POST.get("image_map", "")))
     except imports.ImportRefused as exc:
         messages.error(request, str(exc))
         return redirect("tasks:imports")
@@ -115,7 +117,7 @@ def _upload(request):
 
 def import_detail(request, import_id: int):
     task_import = get_object_or_404(TaskImport.objects.select_related("created_by"), pk=import_id)
-    context = {"imp": task_import, "finished": task_import.status in FINISHED,
+    context = {"imp": task_import, "finished": task_import.status in FINISHED, "can_retry": can_review(request.user),
                "tasks": task_import.tasks.select_related("current_version").order_by("id")[:500]}
     if request.htmx:
         response = render(request, "tasks/import.html#progress", context)
@@ -125,11 +127,28 @@ def import_detail(request, import_id: int):
     return render(request, "tasks/import.html", context)
 
 
+@require_POST
+@require(can_review)
+def retry(request, kind: str, pk: int):
+    """Retry a failed export or import, or resume one whose worker died (docs/operations.md)."""
+    model, again, page = {"export": (Export, exports.retry_export, "tasks:export"),
+                          "import": (TaskImport, imports.retry_import, "tasks:import")}[kind]
+    job = get_object_or_404(model, pk=pk)
+    if again(job):
+        messages.success(request, f"{kind.capitalize()} #{pk} is queued again.")
+    else:
+        messages.error(request, f"{kind.capitalize()} #{pk} is {job.get_status_display().lower()}: only a failed one, "
+                                "or one whose worker stopped answering, can be retried.")
+    return redirect(page, pk)
+
+
 urlpatterns = [
     path("exports/", export_list, name="exports"),
     path("exports/new/", export_new, name="export-new"),
     path("exports/<int:export_id>/", export_detail, name="export"),
     path("exports/<int:export_id>/download", export_download, name="export-download"),
+    path("exports/<int:pk>/retry/", retry, {"kind": "export"}, name="export-retry"),
     path("imports/", import_list, name="imports"),
     path("imports/<int:import_id>/", import_detail, name="import"),
+    path("imports/<int:pk>/retry/", retry, {"kind": "import"}, name="import-retry"),
 ]

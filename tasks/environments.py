@@ -48,6 +48,7 @@ def step_environment_repair(task: Task) -> None:
                   subject_suffix=f"#env{env.repair_count + 1}", scenario_json=scenario_json(task.scenario),
                   manifest_json=json.dumps(env.manifest, indent=1), files_json=json.dumps(env.files, indent=1),
                   outcome=last.outcome if last else "unknown", reason=last.reason if last else "",
+                  evidence="(a failed build: the log below is the evidence)",
                   log=(last.log if last else "")[-6000:], base_image=base_image())
     finally:
         gen.close()

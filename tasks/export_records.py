@@ -14,11 +14,13 @@ from django.db.models import Count, Q
 
 from facet_site.lib import harbor
 from facet_site.lib import rollout as rollout_lib
+from facet_site.lib.agreement import agreement as agreement_of
 from facet_site.lib.stats import pass_at_k
 from scenarios.models import PairSkill
 
 from .models import (
     Decision,
+    DecisionNote,
     LabelKind,
     Task,
     TaskLabel,
@@ -31,6 +33,9 @@ from .models import (
 )
 
 PASS_AT = (1, 3)
+# review_state in the manifest of an approved version that has error-level findings and no
+# admin override (the findings came after the approval)
+APPROVAL_BLOCKED = "approval_blocked"
 
 
 def _iso(value) -> str | None:
@@ -73,13 +78,16 @@ def load_chunk(tasks: list[Task]) -> _Chunk:
     rows = list(Decision.objects.filter(task_id__in=task_ids, content_hash__in=list(hashes))
                 .select_related("author").order_by("id"))
     withdrawn = {d.withdraws_id for d in rows if d.withdraws_id}
+    adjudications = set(DecisionNote.objects.filter(decision_id__in=[d.pk for d in rows], adjudication=True)
+                        .values_list("decision_id", flat=True))
     for d in rows:
         if d.withdraws_id:
             continue  # an undo's compensating entry: shown as `withdrawn` on the decision it undoes
         chunk.decisions.setdefault(hashes[d.content_hash], []).append({
             "id": d.pk, "verdict": d.verdict, "reason": d.reason, "comment": d.comment,
             "reviewer": d.author.get_username() if d.author_id else None, "bulk": d.bulk,
-            "created_at": _iso(d.created_at), "withdrawn": d.pk in withdrawn})
+            "created_at": _iso(d.created_at), "withdrawn": d.pk in withdrawn,
+            "override_reason": d.override_reason or None, "adjudication": d.pk in adjudications})
 
     finished = [ValidationStatus.DONE, ValidationStatus.ERROR]
     latest: dict[int, Validation] = {}
@@ -104,11 +112,48 @@ def load_chunk(tasks: list[Task]) -> _Chunk:
     return chunk
 
 
+def review_facts(decisions: list[dict]) -> dict:
+    """The reviews of one exported version (each reviewer's latest live decision, adjudications
+    aside, as tasks.agreement counts them), whether they agree (verdict, and reason unless it
+    approves; None with fewer than two) and the adjudication in force, if any."""
+    latest: dict = {}
+    adjudication = None
+    for d in decisions:
+        if d["withdrawn"]:
+            continue
+        if d.get("adjudication"):
+            adjudication = d
+        else:
+            latest[d["reviewer"]] = d
+    keys = {(d["verdict"], "" if d["verdict"] == "approve" else d["reason"]) for d in latest.values()}
+    return {"n_reviews": len(latest), "reviews_agree": len(keys) == 1 if len(latest) >= 2 else None,
+            "adjudication": {"verdict": adjudication["verdict"], "reason": adjudication["reason"],
+                             "reviewer": adjudication["reviewer"]} if adjudication else None,
+            "_verdicts": [d["verdict"] for d in latest.values()]}
+
+
+def review_agreement(manifest: list[dict]) -> dict:
+    """Agreement over the exported tasks with two or more reviews (Fleiss' kappa of the verdicts,
+    facet_site.lib.agreement), for the export's summary and dataset card."""
+    facts = [review_facts(row["decisions"]) for row in manifest]
+    figures = agreement_of([f["_verdicts"] for f in facts]).as_dict()
+    return figures | {"agreed": sum(1 for f in facts if f["reviews_agree"]),
+                      "adjudicated": sum(1 for f in facts if f["adjudication"])}
+
+
 def manifest_row(task: Task, directory: str, chunk: _Chunk, config: harbor.TaskConfig) -> dict:
     version = task.current_version
     labels = chunk.labels.get(task.pk, {"tags": [], "categories": [], "domains": [], "families": []})
     decisions = chunk.decisions.get(version.pk, [])
     standing = next((d for d in reversed(decisions) if not d["withdrawn"]), None)
+    reviews = review_facts(decisions)
+    findings = [k for k in task.finding_kinds.split(",") if k]
+    override = standing["override_reason"] if standing and standing["verdict"] == "approve" else None
+    review_state = task.review_state
+    # A version with error-level findings is exported as approved only on an admin's override
+    # (findings a later validation found after the approval block it too).
+    if review_state == "approved" and findings and not override:
+        review_state = APPROVAL_BLOCKED
     per_model = []
     n_all = c_all = 0
     for row in chunk.rollouts.get(version.pk, []):
@@ -126,7 +171,7 @@ def manifest_row(task: Task, directory: str, chunk: _Chunk, config: harbor.TaskC
         "origin": "imported" if task.imported else "generated",
         "source": task.source,
         "status": task.status,
-        "review_state": task.review_state,
+        "review_state": review_state,
         "standing_verdict": standing["verdict"] if standing else None,
         "strategy": task.strategy,
         "scenario_id": task.scenario_id,
@@ -142,8 +187,14 @@ def manifest_row(task: Task, directory: str, chunk: _Chunk, config: harbor.TaskC
         "category": config.category,
         "n_tests": task.n_tests,
         "repair_rounds": task.repair_rounds,
+        "validation_failure": task.validation_failure or None,
+        "findings": findings,
+        "approval_override": override,
         "validation": chunk.validations.get(version.pk),
         "decisions": decisions,
+        "n_reviews": reviews["n_reviews"],
+        "reviews_agree": reviews["reviews_agree"],
+        "adjudication": reviews["adjudication"],
         "rollouts": per_model,
         "n_rollouts": n_all,
         "n_rollouts_passed": c_all,
@@ -163,16 +214,24 @@ MANIFEST_SCHEMA = pa.schema([
     ("tags", pa.list_(pa.string())), ("categories", pa.list_(pa.string())), ("domains", pa.list_(pa.string())),
     ("families", pa.list_(pa.string())), ("difficulty", pa.string()), ("category", pa.string()),
     ("n_tests", pa.int32()), ("repair_rounds", pa.int32()),
+    ("validation_failure", pa.string()), ("findings", pa.list_(pa.string())), ("approval_override", pa.string()),
     ("validation", pa.struct([("id", pa.int64()), ("status", pa.string()), ("accepted", pa.bool_()),
                               ("failure", pa.string()), ("reason", pa.string()), ("finished_at", pa.string()),
                               ("trials", pa.list_(_TRIAL))])),
     ("decisions", pa.list_(pa.struct([("id", pa.int64()), ("verdict", pa.string()), ("reason", pa.string()),
                                       ("comment", pa.string()), ("reviewer", pa.string()), ("bulk", pa.bool_()),
-                                      ("created_at", pa.string()), ("withdrawn", pa.bool_())]))),
+                                      ("created_at", pa.string()), ("withdrawn", pa.bool_()),
+                                      ("override_reason", pa.string()), ("adjudication", pa.bool_())]))),
+    ("n_reviews", pa.int32()), ("reviews_agree", pa.bool_()),
+    ("adjudication", pa.struct([("verdict", pa.string()), ("reason", pa.string()), ("reviewer", pa.string())])),
     ("rollouts", pa.list_(pa.struct([("model", pa.string()), ("n", pa.int32()), ("passed", pa.int32()),
                                      ("pass_at_1", pa.float64()), ("pass_at_3", pa.float64())]))),
     ("n_rollouts", pa.int32()), ("n_rollouts_passed", pa.int32()),
     ("pass_at_1", pa.float64()), ("pass_at_3", pa.float64()),
+    # issue 17 (tasks/exports.py): the image the exported Dockerfile starts FROM, the content hash of
+    # the task as written (differs from content_hash when facet's local base was made portable), and
+    # task.toml's [metadata] facet_version_hash, which hashes the files other than task.toml
+    ("base_image", pa.string()), ("exported_content_hash", pa.string()), ("artifact_hash", pa.string()),
 ])
 _FILES = pa.list_(pa.struct([("path", pa.string()), ("content", pa.string())]))
 TASKS_SCHEMA = pa.schema(list(MANIFEST_SCHEMA) + [pa.field("instruction", pa.string()),
@@ -262,6 +321,19 @@ def _md(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _agreement_lines(a: dict | None) -> list[str]:
+    """Table rows on agreement between reviewers, when some exported task has two reviews."""
+    if not a or not a["items"]:
+        return []
+    kappa = f"{a['kappa']:.2f}" if a["kappa"] is not None else "undefined"
+    ci = f" (95% CI {a['kappa_low']:.2f}–{a['kappa_high']:.2f})" if a["kappa_low"] is not None else ""
+    return [f"| Tasks with two or more reviews | {a['items']} ({a['ratings']} reviews) |",
+            f"| Reviewers agreed | {a['agreed']} of {a['items']} ({100 * a['raw']:.0f}%, 95% CI "
+            f"{100 * a['raw_low']:.0f}–{100 * a['raw_high']:.0f}%) |",
+            f"| Fleiss' κ of the verdicts | {kappa}{ci} |",
+            f"| Settled by adjudication | {a['adjudicated']} |"]
+
+
 def dataset_card(s: dict) -> str:
     """README.md: the Hugging Face dataset card (YAML header with the Parquet configs), and what
     the archive holds. Made from the summary only, so it is as reproducible as the rest."""
@@ -283,6 +355,7 @@ def dataset_card(s: dict) -> str:
         f"| Tasks | {s['tasks']} |",
         f"| Generated / imported | {s['generated']} / {s['imported']} |",
         f"| Approved by a reviewer | {s['approved']} |",
+        *_agreement_lines(s.get("review_agreement")),
         f"| With rollouts | {s['with_rollouts']} |",
         f"| Successful trajectories (SFT) | {s['sft_trajectories']} |", "",
         "## Categories", "",
@@ -308,7 +381,9 @@ def dataset_card(s: dict) -> str:
     if "manifest" in s["parts"]:
         lines += ["- `manifest.jsonl`, `manifest.parquet`: one row per task with its provenance: skills, categories, "
                   "scenario, run, strategy, version hash, last validation with its trials, review decisions with "
-                  "reviewers, rollout counts and pass@1/pass@3 (null with fewer attempts than k)."]
+                  "reviewers, rollout counts and pass@1/pass@3 (null with fewer attempts than k); per task the number of "
+                  "independent reviews (`n_reviews`), whether they agree (`reviews_agree`) and the adjudication that "
+                  "settled a disagreement (`adjudication`)."]
     if "hf" in s["parts"]:
         lines += ["- `data/tasks.parquet`: the manifest columns plus `instruction`, `task_toml` and `files` "
                   "(path and text of every other file); `data/sft.parquet`: the SFT conversations."]

@@ -36,16 +36,21 @@ from typing import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from facet_site import leases
 from facet_site.lib import harbor
+from facet_site.lib.docker_engine.base_image import BASE_PACKAGES
+from facet_site.lib.harbor.portable import portable_dockerfile
 
 from . import jobs
-from .export_records import MANIFEST_SCHEMA, SFT_SCHEMA, TASKS_SCHEMA, dataset_card, load_chunk, manifest_row, sft_rows
+from .export_records import (MANIFEST_SCHEMA, SFT_SCHEMA, TASKS_SCHEMA, dataset_card, load_chunk, manifest_row,
+                             review_agreement, sft_rows)
 from .filters import TaskFilter
 from .models import AuditEvent, Export, ExportStatus, ReviewState
-from .versions import bundle_of, slug
+from .versions import slug, version_bundle
 from .workspace import data_dir
 
 log = logging.getLogger(__name__)
@@ -126,7 +131,6 @@ def run_export(export_id: int) -> Export | None:
     finished (a redelivered job is a no-op)."""
     if not Export.claim(export_id):
         return None
-        return None
     export = Export.objects.get(pk=export_id)
     target = archive_dir() / f"facet-export-{export.pk}.tar.gz"
 
@@ -134,8 +138,9 @@ def run_export(export_id: int) -> Export | None:
         Export.objects.filter(pk=export_id).update(done=done, total=total)
 
     try:
-        result = write_archive(target, query=export.query, parts=(export.options or {}).get("parts"),
-                               progress=progress)
+        with leases.heartbeat(Export, export_id, running=ExportStatus.RUNNING):
+            result = write_archive(target, query=export.query, parts=(export.options or {}).get("parts"),
+                                   progress=progress)
     except Exception as exc:  # recorded on the export; the page shows it
         log.exception("export %s failed", export_id)
         Export.objects.filter(pk=export_id).update(status=ExportStatus.FAILED, error=f"{type(exc).__name__}: {exc}"[:5000],
@@ -146,6 +151,22 @@ def run_export(export_id: int) -> Export | None:
         summary=result.summary, total=result.summary["tasks"], done=result.summary["tasks"], error="",
         finished_at=timezone.now())
     return Export.objects.get(pk=export_id)
+
+
+def retry_export(export: Export) -> bool:
+    """A failed export, or one whose worker died, is queued again (Retry / Resume on its page)."""
+    if not Export.retry(export.pk):
+        return False
+    jobs.run_export.delay_on_commit(export.pk)
+    return True
+
+
+def resume_stalled() -> list[int]:
+    """Exports whose worker died, or whose message was lost, go back to the queue (beat)."""
+    ids = leases.requeue_stalled(Export, queued=ExportStatus.QUEUED, running=ExportStatus.RUNNING)
+    for pk in ids:
+        jobs.run_export.delay_on_commit(pk)
+    return ids
 
 
 def _slug(text: str) -> str:
@@ -234,6 +255,25 @@ def _jsonl(rows: list[dict]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
 
 
+def portable_bundle(bundle: harbor.TaskBundle) -> str | None:
+    """Make `bundle` build on any machine with a registry (in place): a Dockerfile FROM facet's
+    local base image starts from the pinned public Debian image with the same packages instead
+    (lib.harbor.portable). Returns the image the task starts from, for the manifest."""
+    dockerfile = bundle.files.get("environment/Dockerfile")
+    if dockerfile is None:
+        return bundle.config.docker_image
+    try:
+        text = dockerfile.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    result = portable_dockerfile(text, local_base=settings.FACET_BASE_IMAGE, packages=BASE_PACKAGES,
+                                 public_base=settings.FACET_EXPORT_BASE_IMAGE,
+                                 apt_snapshot=settings.FACET_EXPORT_APT_SNAPSHOT)
+    if result.rewritten:
+        bundle.files["environment/Dockerfile"] = result.text.encode("utf-8")
+    return result.base_image or bundle.config.docker_image
+
+
 def write_archive(target: Path, *, query: str = "", parts=None,
                   progress: Callable[[int, int], None] | None = None) -> ArchiveResult:
     """Write the export of `query` to `target` (written beside it, then renamed into place)."""
@@ -263,14 +303,15 @@ def write_archive(target: Path, *, query: str = "", parts=None,
                 directories: dict[int, str] = {}
                 for task in tasks:
                     version = task.current_version
-                    bundle = bundle_of(task.name, version.files)
+                    bundle = version_bundle(version, name=task.name)
+                    if harbor.content_hash(bundle) != version.content_hash:
+                        warnings.append(f"task {task.pk}: its files hash to {harbor.content_hash(bundle)}, "
+                                        f"not the version's {version.content_hash}")
+                    base = portable_bundle(bundle)
                     directory = names(task.name, version.content_hash)
                     directories[task.pk] = directory
                     entries = harbor.task_dir_entries(bundle)
                     written = {p: d for p, d, _ in entries if d is not None}
-                    if harbor.content_hash(bundle) != version.content_hash:
-                        warnings.append(f"task {task.pk}: written files hash to {harbor.content_hash(bundle)}, "
-                                        f"not the version's {version.content_hash}")
                     if "harbor" in parts:
                         for path, data, mode in entries:
                             name = f"{ROOT}/tasks/{directory}/{path}"
@@ -279,11 +320,16 @@ def write_archive(target: Path, *, query: str = "", parts=None,
                             else:
                                 tar.file(name, data, mode)
                     row = manifest_row(task, directory, chunk, bundle.config)
+                    row.update(base_image=base, exported_content_hash=harbor.content_hash(bundle),
+                               artifact_hash=bundle.config.version_hash)
                     manifest.append(row)
                     if "hf" in parts:
                         hf_rows.append({**row, "instruction": bundle.instruction,
                                         "task_toml": written["task.toml"].decode("utf-8"),
-                                        "files": [{"path": p, "content": version.files[p]} for p in sorted(version.files)
+                                        # binary files are listed without content (their bytes are
+                                        # in the Harbor part): the column holds text
+                                        "files": [{"path": p, "content": None if p in version.binary_files
+                                                   else written[p].decode("utf-8")} for p in sorted(written)
                                                   if p not in ("instruction.md", "task.toml")]})
                 if "sft" in parts or "hf" in parts:
                     sft.extend(sft_rows(tasks, directories))
@@ -326,6 +372,7 @@ def _summary(f: TaskFilter, parts: list[str], manifest: list[dict], sft: list[di
         "tasks": len(manifest),
         "generated": sum(1 for r in manifest if r["origin"] == "generated"),
         "imported": sum(1 for r in manifest if r["origin"] == "imported"),
+        "review_agreement": review_agreement(manifest),
         "approved": sum(1 for r in manifest if r["review_state"] == ReviewState.APPROVED),
         "with_rollouts": sum(1 for r in manifest if r["n_rollouts"]),
         "sft_trajectories": len(sft),

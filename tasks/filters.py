@@ -6,6 +6,8 @@ Parameters (all optional, repeatable where it makes sense):
   or top-level slug), tag, family, origin (generated | imported), tests_min/tests_max,
   repairs_min/repairs_max, pass_min/pass_max (0..1; tasks without rollouts never match),
   rolled (yes | no), q (full text over name and instruction), ids (comma-separated),
+  finding ("any", "none" or a check id such as flaky or leaked_answer: error-level findings on
+  the current version, over all its validations), failure (a validation failure type),
   stage (a stage of the construction funnel, tasks.funnel.FUNNEL_STAGES: constructed tasks
   that reached it, so the overview's funnel links open exactly the tasks it counts),
   sort (one of SORTS, "-" for descending), cols (comma-separated COLUMNS).
@@ -13,13 +15,16 @@ Unknown values are reported in `errors` (field and problem) and ignored, never a
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from django.db import connection
 from django.db.models import Exists, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models.expressions import RawSQL
 from django.http import QueryDict
 
+from facet_site.lib import validation as val
 from scenarios.models import Strategy
 
 from .models import (
@@ -43,11 +48,12 @@ SORTS = {
 COLUMNS = {
     "name": "Name", "status": "Status", "review": "Review", "run": "Run", "strategy": "Strategy",
     "category": "Category", "tests": "Tests", "repairs": "Repairs", "pass": "Pass rate", "version": "Version",
-    "updated": "Updated", "note": "Note",
+    "updated": "Updated", "note": "Note", "findings": "Findings",
 }
-DEFAULT_COLUMNS = ["name", "status", "review", "run", "tests", "repairs", "pass", "version", "note"]
+DEFAULT_COLUMNS = ["name", "status", "review", "run", "findings", "tests", "repairs", "pass", "version", "note"]
 DEFAULT_SORT = "-id"
-MULTI = ("status", "run", "strategy", "review", "reason", "category", "tag", "family")
+MULTI = ("status", "run", "strategy", "review", "reason", "category", "tag", "family", "finding", "failure")
+_CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # the stages of tasks.funnel.FUNNEL_STAGES (a test checks the two agree, names and counts)
 FUNNEL_STAGES = ("seeds", "first_build_logs", "initial_environment_success", "environment_repair_recovery",
                  "successful_environments", "entering_validation", "first_pass_valid", "task_repair_recovery",
@@ -64,6 +70,8 @@ class TaskFilter:
     category: list[str] = field(default_factory=list)
     tag: list[str] = field(default_factory=list)
     family: list[str] = field(default_factory=list)
+    finding: list[str] = field(default_factory=list)
+    failure: list[str] = field(default_factory=list)
     origin: str = ""
     tests_min: int | None = None
     tests_max: int | None = None
@@ -114,6 +122,12 @@ class TaskFilter:
         f.review = choice("review", ReviewState.values)
         f.reason = choice("reason", RejectReason.values)
         f.category, f.tag, f.family = values("category"), values("tag"), values("family")
+        f.failure = choice("failure", val.FAILURE_TYPES)
+        for v in values("finding"):
+            if _CHECK_ID.fullmatch(v):
+                f.finding.append(v)
+            else:
+                f.errors.append(f"finding: {v!r} is not any, none or a check id")
         for name in ("run", "ids"):
             nums = []
             for v in values(name):
@@ -200,6 +214,14 @@ class TaskFilter:
             qs = qs.filter(Exists(Decision.objects.filter(
                 task=OuterRef("pk"), content_hash=OuterRef("current_version__content_hash"), reason__in=self.reason,
                 withdraws__isnull=True, withdrawn_by__isnull=True).exclude(Exists(newer))))
+        if self.finding:
+            wanted = Q()
+            for kind in self.finding:
+                wanted |= (~Q(finding_kinds="") if kind == "any" else Q(finding_kinds="") if kind == "none"
+                           else Q(finding_kinds__contains=f",{kind},"))
+            qs = qs.filter(wanted)
+        if self.failure:
+            qs = qs.filter(validation_failure__in=self.failure)
         if self.tests_min is not None:
             qs = qs.filter(n_tests__gte=self.tests_min)
         if self.tests_max is not None:
@@ -312,7 +334,10 @@ def search_tasks(qs: QuerySet, query: str) -> QuerySet:
     if not query:
         return qs
     if connection.vendor == "postgresql":
-        return qs.extra(where=["tasks_task.search_vector @@ websearch_to_tsquery('english', %s)"], params=[query])
+        # a self-contained subquery: the analytics use this queryset inside others, under an alias,
+        # where a bare "tasks_task" reference is invalid
+        return qs.filter(pk__in=RawSQL(
+            "SELECT id FROM tasks_task WHERE search_vector @@ websearch_to_tsquery('english', %s)", [query]))
     for word in query.split()[:8]:
         qs = qs.filter(Q(search_document__icontains=word))
     return qs

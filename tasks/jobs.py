@@ -8,6 +8,7 @@ schedule name them (FACET_CONSTRUCTION_JOB is "tasks.jobs.advance_construction")
 """
 from celery import shared_task
 
+from facet_site import leases
 from facet_site.lib.docker_engine import TransientEngineError
 from facet_site.lib.llm import TransientLLMError
 
@@ -42,11 +43,13 @@ def docker_step(task_id: int, step: str | None = None) -> None:
         construction.continue_run_of(task_id)
 
 
-@shared_task(name="tasks.jobs.docker_validate")
-def docker_validate(validation_id: int) -> None:
+@shared_task(name="tasks.jobs.docker_validate", bind=True, max_retries=None)
+def docker_validate(self, validation_id: int) -> None:
     from . import validating
+    from .models import Validation, ValidationStatus
 
-    validating.run_requested(validation_id)
+    if validating.run_requested(validation_id) is None:
+        leases.wait_out(self, Validation, validation_id, running=ValidationStatus.RUNNING)
 
 
 @shared_task(name="tasks.jobs.resume_waiting")
@@ -60,19 +63,23 @@ def resume_waiting() -> None:
 # --- datasets out (tasks/exports.py) and in (tasks/imports.py) ------------------------------------
 
 
-@shared_task(name="tasks.jobs.run_export")
-def run_export(export_id: int) -> None:
-    # run_export claims the export with a conditional UPDATE: a redelivered message is a no-op.
+@shared_task(name="tasks.jobs.run_export", bind=True, max_retries=None)
+def run_export(self, export_id: int) -> None:
+    # run_export claims the export with a conditional UPDATE: a redelivered message never runs it twice.
     from . import exports
+    from .models import Export, ExportStatus
 
-    exports.run_export(export_id)
+    if exports.run_export(export_id) is None:
+        leases.wait_out(self, Export, export_id, running=ExportStatus.RUNNING)
 
 
-@shared_task(name="tasks.jobs.run_import")
-def run_import(import_id: int, validate: bool = False) -> None:
+@shared_task(name="tasks.jobs.run_import", bind=True, max_retries=None)
+def run_import(self, import_id: int, validate: bool = False) -> None:
     from . import imports
+    from .models import ExportStatus, TaskImport
 
-    imports.run_import(import_id, validate=validate)
+    if imports.run_import(import_id, validate=validate) is None:
+        leases.wait_out(self, TaskImport, import_id, running=ExportStatus.RUNNING)
 
 
 # --- rollouts (tasks/rollouts.py): one Docker job per trajectory; its LLM turns are made inside it
@@ -123,3 +130,14 @@ def resume_rechecks() -> None:
     from . import rechecks
 
     rechecks.resume_queued()
+
+
+# --- labels after a skill's category changed (skills.services.category_changed) ------------------
+
+
+@shared_task(name="tasks.jobs.relabel_skill_tasks")
+def relabel_skill_tasks(skill_id: int) -> None:
+    # Recomputing labels from the records is idempotent: a redelivered message changes nothing.
+    from . import summary
+
+    summary.relabel_skill_tasks(skill_id)

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST
 
 from facet_site import stamps
 from facet_site.roles import can_review, is_admin
+from facet_site.lib import validation as val
 from scenarios.models import Strategy, SynthesisRun
 
 from .filters import COLUMNS, TaskFilter
@@ -31,11 +32,17 @@ SORTABLE = {"name": "name", "status": "status", "review": "review", "run": "run"
             "repairs": "repairs", "pass": "pass", "updated": "updated"}
 LIST_FIELDS = ("id", "name", "status", "step", "strategy", "run_id", "imported", "review_state", "n_tests",
                "repair_rounds", "pass_rate", "n_rollouts", "message", "discard_reason", "updated_at",
-               "current_version__number", "current_version__content_hash")
+               "finding_kinds", "validation_failure",
+               "current_version__number", "current_version__content_hash", "environment__repair_count")
+# the list's "has findings" filter: any, none, or one error-level check
+FINDING_CHOICES = [("any", "Has findings"), ("none", "No findings"),
+                   *((k, k) for k in (*val.DEFECTS_BEFORE_TRIALS, *val.DEFECTS_AFTER_TRIALS, "answers_in_image",
+                                      "tests_use_solution", "no_reward_written", "solution_writes_reward"))]
 MAX_OPTIONS = 500  # label values offered in one filter drop-down
 # parameters the filter form has a field for; any other one of the filter (sort, ids, a funnel
 # stage, ...) rides along in a hidden field so that changing a filter keeps it
 FORM_FIELDS = {"status", "run", "strategy", "review", "reason", "category", "tag", "family", "origin", "rolled", "q",
+               "finding", "failure",
                "tests_min", "tests_max", "repairs_min", "repairs_max", "pass_min", "pass_max", "cols"}
 
 
@@ -79,8 +86,10 @@ def _row_cells(task: Task, cols: list[str]) -> list[str]:
                                      mark_safe(' <span class="badge">imported</span>') if task.imported else ""))
         elif col == "status":
             step = format_html('<div class="desc">{}</div>', task.get_step_display()) if task.step != "done" else ""
-            cells.append(format_html('<td><span class="badge st-{}">{}</span>{}</td>', task.status,
-                                     task.get_status_display(), step))
+            # an imported task waits for a validation somebody starts; "Validating" read as if one ran
+            label = ("Imported, awaiting validation" if task.imported and task.status == TaskStatus.VALIDATING
+                     else task.get_status_display())
+            cells.append(format_html('<td><span class="badge st-{}">{}</span>{}</td>', task.status, label, step))
         elif col == "review":
             cells.append(format_html('<td><span class="badge rv-{}">{}</span></td>', task.review_state,
                                      task.get_review_state_display()))
@@ -93,10 +102,20 @@ def _row_cells(task: Task, cols: list[str]) -> list[str]:
             links = format_html_join(", ", '<a href="?category={}">{}</a>',
                                      ((quote(c), c) for c in getattr(task, "categories", [])))
             cells.append(format_html("<td>{}</td>", links or mark_safe('<span class="muted">—</span>')))
+        elif col == "findings":
+            kinds = [k for k in task.finding_kinds.split(",") if k]
+            failure = (format_html('<a class="badge st-discarded" href="?failure={}">{}</a> ', task.validation_failure,
+                                   task.validation_failure) if task.validation_failure else "")
+            links = format_html_join(" ", '<a class="badge finding" href="?finding={}">{}</a>', ((k, k) for k in kinds))
+            cells.append(format_html("<td>{}{}</td>", failure, links) if failure or kinds
+                         else mark_safe('<td><span class="muted">—</span></td>'))
         elif col == "tests":
             cells.append(format_html('<td class="num">{}</td>', "—" if task.n_tests is None else task.n_tests))
         elif col == "repairs":
-            cells.append(format_html('<td class="num">{}</td>', task.repair_rounds))
+            # a repaired environment counts too: "0" there read as "nothing was ever repaired"
+            env = task.environment.repair_count if task.environment_id else 0
+            cells.append(format_html('<td class="num">{}{}</td>', task.repair_rounds, format_html(
+                ' <span class="desc" title="environment repairs">+ {} env</span>', env) if env else ""))
         elif col == "pass":
             cells.append(format_html('<td class="num">{} <span class="desc">({})</span></td>', f"{task.pass_rate:.2f}",
                                      task.n_rollouts) if task.pass_rate is not None
@@ -129,7 +148,7 @@ def task_list(request):
         return redirect(_list_url(f, request.GET.get("page")))
     counts = _status_counts(f)
     total = sum(n for s, n in counts.items() if not f.status or s in f.status)
-    qs = f.queryset().select_related("current_version").only(*LIST_FIELDS)
+    qs = f.queryset().select_related("current_version", "environment").only(*LIST_FIELDS)
     page = _CountedPaginator(qs, PAGE_SIZE, count=total).get_page(request.GET.get("page"))
     tasks = list(page.object_list)
     if "category" in f.cols and tasks:
@@ -164,6 +183,7 @@ def task_list(request):
                         for r in SynthesisRun.objects.order_by("-id").only("id", "name")[:MAX_OPTIONS]],
         "categories": _label_values([LabelKind.DOMAIN, LabelKind.CATEGORY]), "tags": _label_values([LabelKind.TAG]),
         "families": _label_values([LabelKind.FAMILY]),
+        "finding_choices": FINDING_CHOICES, "failure_types": val.FAILURE_TYPES,
         "saved_views": views, "run": single_run,
         "hidden": [(k, v) for k, v in f.params() if k not in FORM_FIELDS],
     }

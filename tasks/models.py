@@ -9,11 +9,11 @@ transitions below (Task.claim, Task.move_to, Task.release).
 Not split by concern although past 600 lines: it is the app's one schema (construction, review,
 rollouts, datasets share foreign keys), read alongside its migrations, and holds no workflow.
 """
-from datetime import timedelta
-
 from django.conf import settings as django_settings
 from django.db import models
 from django.utils import timezone
+
+from facet_site import leases
 
 
 class EnvironmentStatus(models.TextChoices):
@@ -81,6 +81,8 @@ class TaskStatus(models.TextChoices):
     DISCARDED = "discarded", "Discarded"
     FAILED = "failed", "Failed"
     WAITING_FOR_DOCKER = "waiting_for_docker", "Waiting for a Docker Engine"
+    # an imported task whose base image is not on this machine (tasks/images.py): not its fault
+    WAITING_FOR_IMAGE = "waiting_for_image", "Waiting for its image"
 
 
 FINAL_STATUSES = [TaskStatus.VALIDATED, TaskStatus.DISCARDED, TaskStatus.FAILED]
@@ -117,6 +119,9 @@ class ReviewState(models.TextChoices):
     APPROVED = "approved", "Approved"
     REJECTED = "rejected", "Rejected"
     NEEDS_FIX = "needs_fix", "Needs fix"
+    # tasks that need several reviews (tasks.consensus): some but not all given; or they disagree
+    IN_REVIEW = "in_review", "Awaiting reviews"
+    DISPUTED = "disputed", "In adjudication"
 
 
 class Task(models.Model):
@@ -150,6 +155,11 @@ class Task(models.Model):
     pass_rate = models.FloatField(null=True, blank=True)  # rollouts of the current version: passed / finished
     n_rollouts = models.PositiveIntegerField(default=0)
     search_document = models.TextField(blank=True, editable=False)  # name + current instruction, for search
+    # Over every finished validation of the current version (a later lucky pass does not hide an
+    # earlier flaky fail): the check ids of its error-level findings, comma-delimited on both ends
+    # so the list's "by kind" filter is one LIKE, and its failure type (empty: none failed).
+    finding_kinds = models.CharField(max_length=500, blank=True)
+    validation_failure = models.CharField(max_length=40, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -222,6 +232,15 @@ class TaskVersion(models.Model):
     number = models.PositiveSmallIntegerField()
     content_hash = models.CharField(max_length=80, unique=True)
     files = models.JSONField()
+    # Binary files (not UTF-8 text) as path -> TaskBlob sha256; the bytes live in TaskBlob.
+    binary_files = models.JSONField(default=dict, blank=True)
+    # An imported task's layout, kept so its export is byte-faithful: modes that differ from facet's
+    # default (0755 *.sh, else 0644) and its empty directories (null: a facet-made task).
+    file_modes = models.JSONField(default=dict, blank=True)
+    empty_dirs = models.JSONField(null=True, blank=True, default=None)
+    # What import found without Docker (static checks, conversion warnings such as a missing
+    # solve.sh): [{"check", "severity", "message"}], shown on the task page before any validation.
+    import_findings = models.JSONField(default=list, blank=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
     created_by_repair = models.ForeignKey("RepairRound", null=True, blank=True, on_delete=models.SET_NULL,
                                           related_name="+")
@@ -237,12 +256,27 @@ class TaskVersion(models.Model):
         return f"{self.task} v{self.number} ({self.content_hash[7:19]})"
 
 
+class TaskBlob(models.Model):
+    """The bytes of one binary task file, stored once however many versions and tasks hold it
+    (content-addressed). Small ones sit in the row; larger ones under DATA_DIR/blobs/ (tasks.blobs)."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    size = models.BigIntegerField()
+    media_type = models.CharField(max_length=100)
+    data = models.BinaryField(null=True, blank=True)  # null: the bytes are on disk
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"{self.sha256[:12]} ({self.size} bytes, {self.media_type})"
+
+
 class ValidationStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     DONE = "done", "Done"
     ERROR = "error", "Infrastructure error"
     WAITING_FOR_DOCKER = "waiting_for_docker", "Waiting for a Docker Engine"
+    WAITING_FOR_IMAGE = "waiting_for_image", "Waiting for its image"
 
 
 class Validation(models.Model):
@@ -266,6 +300,7 @@ class Validation(models.Model):
                                      related_name="+")
     recheck = models.ForeignKey("Recheck", null=True, blank=True, on_delete=models.SET_NULL, related_name="validations")
     claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # the running worker's (facet_site/leases.py)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -274,6 +309,16 @@ class Validation(models.Model):
         indexes = [
             models.Index(fields=["status"], name="validation_status_idx"),  # `facet validate --pending`, resume
         ]
+
+    @classmethod
+    def claim(cls, validation_id: int) -> bool:
+        """Take a queued or waiting validation, or a running one whose worker died (lease run out)."""
+        return leases.claim(cls, validation_id, queued=[ValidationStatus.QUEUED, ValidationStatus.WAITING_FOR_DOCKER],
+                            running=ValidationStatus.RUNNING, claimed_at=timezone.now())
+
+    @property
+    def is_stalled(self) -> bool:
+        return leases.is_stalled(self, ValidationStatus.RUNNING)
 
 
 class TrialKind(models.TextChoices):
@@ -289,7 +334,7 @@ class Trial(models.Model):
     validation = models.ForeignKey(Validation, null=True, blank=True, on_delete=models.CASCADE, related_name="trials")
     version = models.ForeignKey(TaskVersion, on_delete=models.CASCADE, related_name="trials")
     kind = models.CharField(max_length=10, choices=TrialKind.choices)
-    index = models.PositiveSmallIntegerField(default=0)  # which partial solution
+    index = models.PositiveSmallIntegerField(default=0)  # which partial solution; which run of a repeated nop/oracle
     reward = models.FloatField(null=True, blank=True)
     passed = models.BooleanField()
     failure = models.CharField(max_length=40, blank=True)
@@ -311,7 +356,9 @@ class Trial(models.Model):
 
     @property
     def name(self) -> str:
-        return f"partial {self.index}" if self.kind == TrialKind.PARTIAL else self.kind
+        if self.kind == TrialKind.PARTIAL:
+            return f"partial {self.index}"
+        return f"{self.kind} #{self.index + 1}" if self.index else self.kind
 
 
 class TestResult(models.Model):
@@ -410,6 +457,9 @@ class Decision(models.Model):
     verdict = models.CharField(max_length=10, choices=ReviewVerdict.choices)
     reason = models.CharField(max_length=30, choices=RejectReason.choices, blank=True)
     comment = models.TextField(blank=True)
+    # an admin's approval of a version with error-level findings: why (mandatory), and which findings
+    override_reason = models.TextField(blank=True)
+    overridden_findings = models.JSONField(default=list, blank=True)
     author = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     bulk = models.BooleanField(default=False)  # made by a bulk action on a filtered selection
     # set on a compensating entry written by undo: it withdraws that decision
@@ -639,19 +689,25 @@ class ExportStatus(models.TextChoices):
 
 
 class _DatasetJob:
-    """The claim export and import jobs share: queued -> running with a conditional UPDATE, so two
-    workers never take the same job. A job whose worker died (running, claimed longer ago than
-    any job takes) is taken over: exports start again from scratch, imports skip the tasks already
-    stored (same content hash, one transaction each)."""
-
-    STALE_AFTER = timedelta(hours=2)
+    """The claim export and import jobs share (facet_site/leases.py): queued -> running with a
+    conditional UPDATE, so two workers never take the same job. A job whose worker died (running,
+    no heartbeat for a lease) is taken over: exports start again from scratch, imports skip the
+    tasks already stored (same content hash, one transaction each)."""
 
     @classmethod
     def claim(cls, pk: int) -> bool:
-        stale = timezone.now() - cls.STALE_AFTER
-        return bool(cls.objects.filter(pk=pk).filter(
-            models.Q(status=ExportStatus.QUEUED) | models.Q(status=ExportStatus.RUNNING, claimed_at__lt=stale)
-        ).update(status=ExportStatus.RUNNING, claimed_at=timezone.now()))
+        return leases.claim(cls, pk, queued=ExportStatus.QUEUED, running=ExportStatus.RUNNING,
+                            claimed_at=timezone.now())
+
+    @classmethod
+    def retry(cls, pk: int) -> bool:
+        """A failed job, or one whose worker died, goes back to the queue (Retry / Resume)."""
+        return leases.retry(cls, pk, retryable=ExportStatus.FAILED, queued=ExportStatus.QUEUED,
+                            running=ExportStatus.RUNNING, finished_at=None)
+
+    @property
+    def is_stalled(self) -> bool:
+        return leases.is_stalled(self, ExportStatus.RUNNING)
 
 
 class Export(_DatasetJob, models.Model):
@@ -671,6 +727,7 @@ class Export(_DatasetJob, models.Model):
     created_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # the running worker's (facet_site/leases.py)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -685,16 +742,30 @@ class TaskImport(_DatasetJob, models.Model):
     source = models.CharField(max_length=500)
     status = models.CharField(max_length=10, choices=ExportStatus.choices, default=ExportStatus.QUEUED)
     upload_path = models.CharField(max_length=500, blank=True)
+    validate = models.BooleanField(default=False)  # validate each imported task (kept for a resumed job)
     imported = models.PositiveIntegerField(default=0)
     skipped = models.PositiveIntegerField(default=0)  # already present (same content hash)
     problems = models.JSONField(default=list, blank=True)  # [{"task": ..., "file": ..., "field": ..., "error": ...}]
+    # this import's own base image -> local image mapping, over settings.FACET_IMAGE_MAP (tasks/images.py)
+    image_map = models.JSONField(default=dict, blank=True)
     tasks = models.ManyToManyField(Task, blank=True, related_name="imports")
     created_by = models.ForeignKey(django_settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # the running worker's (facet_site/leases.py)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
 
+
+# review at team scale: required reviews, decision notes, team locks, assignments, guidelines, gold
+from .team_models import (  # noqa: E402,F401
+    Assignment,
+    DecisionNote,
+    GoldTask,
+    Guideline,
+    ReviewPolicy,
+    TeamLock,
+)

@@ -23,11 +23,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
+
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+
+from facet_site import leases
 
 from . import jobs, summary
 from .models import (
@@ -47,9 +49,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_FLAKINESS_RUNS = 5
 MAX_RUNS = 20
-# A validation a dead worker left "running" is run again after this long (longer than the
-# build, solution and verifier timeouts of one validation together).
-STALE_AFTER = timedelta(minutes=90)
 LOG_TAIL_BYTES = 6 * 1024
 OPEN = [RecheckStatus.QUEUED, RecheckStatus.RUNNING]
 UNFINISHED = [ValidationStatus.QUEUED, ValidationStatus.RUNNING, ValidationStatus.WAITING_FOR_DOCKER]
@@ -99,8 +98,7 @@ def run_recheck(recheck_id: int, *, client=None) -> Recheck | None:
     recheck = Recheck.objects.select_related("version").filter(pk=recheck_id).first()
     if recheck is None or recheck.status not in OPEN:
         return recheck
-    Validation.objects.filter(recheck_id=recheck_id, status=ValidationStatus.RUNNING,
-                              claimed_at__lt=timezone.now() - STALE_AFTER).update(status=ValidationStatus.QUEUED)
+    # a validation whose worker died (its lease ran out) is taken over by validate's claim
     Recheck.objects.filter(pk=recheck_id, status=RecheckStatus.QUEUED).update(status=RecheckStatus.RUNNING, message="")
     task_id = recheck.version.task_id
     for validation_id in Validation.objects.filter(recheck_id=recheck_id).order_by("id").values_list("id", flat=True):
@@ -137,11 +135,18 @@ def _finish(recheck_id: int) -> Recheck:
 
 def resume_queued() -> int:
     """Queued re-checks (never started, or back from waiting for Docker) and running ones whose
-    worker died mid-validation go to the queue again. Returns how many were queued."""
-    stale = Validation.objects.filter(status=ValidationStatus.RUNNING, claimed_at__lt=timezone.now() - STALE_AFTER)
+    worker died (a validation's lease ran out, or none runs while some are still queued) go to
+    the queue again. Returns how many were queued."""
+    stale = Validation.objects.filter(leases.stalled(ValidationStatus.RUNNING))
+    live = Validation.objects.filter(status=ValidationStatus.RUNNING).exclude(pk__in=stale)
     ids = list(Recheck.objects.filter(status=RecheckStatus.QUEUED).values_list("id", flat=True))
     ids += list(Recheck.objects.filter(status=RecheckStatus.RUNNING, validations__in=stale)
                 .values_list("id", flat=True).distinct())
+    # between two validations nothing runs: the re-check's own heartbeat is its last validation's
+    between = (Recheck.objects.filter(status=RecheckStatus.RUNNING, validations__status=ValidationStatus.QUEUED)
+               .exclude(validations__in=live)
+               .exclude(validations__finished_at__gte=leases.cutoff()).values_list("id", flat=True).distinct())
+    ids = list(dict.fromkeys(ids + list(between)))
     for recheck_id in ids:
         jobs.docker_recheck.delay_on_commit(recheck_id)
     return len(ids)

@@ -12,6 +12,11 @@ Approving needs a validated task: a reviewer may confirm the rejection of a disc
 task, or ask for a fix, but an approval of a task whose current version did not pass validation
 is refused unless an admin forces it (the audit event records `forced`). Bulk decisions never
 force.
+
+Approving also needs a version without error-level findings (Task.finding_kinds, over every
+validation of the version: a leaked answer, a flaky or networked verifier, ...). An admin may
+override them with a mandatory reason, which the decision, the audit event and the export
+manifest carry. Bulk approvals never override.
 """
 from __future__ import annotations
 
@@ -27,8 +32,8 @@ from django.utils import timezone
 
 from facet_site.roles import can_review, is_admin
 
+from . import consensus, summary
 from . import funnel as construction_funnel
-from . import summary
 from .filters import TaskFilter
 from .models import (
     AuditEvent,
@@ -51,8 +56,7 @@ RECLAIM_LOCK = "reclaim_lock"
 ACTIONS = (DECIDE, UNDO, BULK_DECIDE, RECLAIM_LOCK)
 UNDOABLE = {DECIDE, BULK_DECIDE}
 
-STATE_OF_VERDICT = {ReviewVerdict.APPROVE: ReviewState.APPROVED, ReviewVerdict.REJECT: ReviewState.REJECTED,
-                    ReviewVerdict.NEEDS_FIX: ReviewState.NEEDS_FIX}
+STATE_OF_VERDICT = consensus.STATE_OF_VERDICT
 REASON_REQUIRED = {ReviewVerdict.REJECT, ReviewVerdict.NEEDS_FIX}
 UNDO_COMMENT = "undo"
 
@@ -87,7 +91,12 @@ def check_decision(verdict: str, reason: str) -> None:
         raise InvalidDecision(f"reason: choose why the task is {'rejected' if verdict == ReviewVerdict.REJECT else 'sent back for a fix'}.")
 
 
-def refusal(task: Task, verdict: str, *, user, force: bool = False) -> str | None:
+def error_findings(task: Task) -> list[str]:
+    """The check ids of the error-level findings on the task's current version."""
+    return [k for k in (task.finding_kinds or "").split(",") if k]
+
+
+def refusal(task: Task, verdict: str, *, user, force: bool = False, override_reason: str = "") -> str | None:
     """Why `user` may not give `verdict` on the task as it stands, or None."""
     if not can_review(user):
         return "Your role does not allow deciding on tasks."
@@ -99,6 +108,12 @@ def refusal(task: Task, verdict: str, *, user, force: bool = False) -> str | Non
                     f"can be approved (an admin may force the approval).")
         if not is_admin(user):
             return "Only an admin may force the approval of a task that is not validated."
+    if verdict == ReviewVerdict.APPROVE and (kinds := error_findings(task)):
+        if not override_reason.strip():
+            return (f"Task #{task.pk} v{task.current_version.number} has error-level findings ({', '.join(kinds)}): "
+                    f"it cannot be approved. An admin may override them with a reason.")
+        if not is_admin(user):
+            return "Only an admin may override error-level findings to approve a task."
     return None
 
 
@@ -117,49 +132,69 @@ def _snapshot(task: Task) -> dict:
         "reason": standing.reason if standing else None,
         "comment": standing.comment if standing else None,
         "version": task.current_version.number if task.current_version_id else None,
+        # several reviewers: how many reviews are in, of how many, and whether they agree
+        **consensus.describe(task),
     }
 
 
 def _record(task: Task, *, user, verdict: str, reason: str, comment: str, bulk: bool = False,
-            forced: bool = False, bulk_id: str = "") -> Decision:
-    """A decision on the locked task's current version, the summary and one audit event."""
+            forced: bool = False, bulk_id: str = "", adjudication: bool = False,
+            override_reason: str = "") -> Decision:
+    """A decision on the locked task's current version (with what it was made under, see
+    consensus.note), the summary and one audit event."""
     before = _snapshot(task)
     version = task.current_version
+    overridden = error_findings(task) if override_reason else []
     decision = Decision.objects.create(task=task, version=version, content_hash=version.content_hash, verdict=verdict,
-                                       reason=reason, comment=comment, author=user, bulk=bulk)
+                                       reason=reason, comment=comment, author=user, bulk=bulk,
+                                       override_reason=override_reason if overridden else "",
+                                       overridden_findings=overridden)
+    consensus.note(decision, user=user, adjudication=adjudication)
     task = summary.refresh_summary(task)
+    decision.task = task  # with the review state the decision left
     after = _snapshot(task) | {"content_hash": version.content_hash}
     if forced:
         after["forced"] = True
+    if overridden:
+        after["override"] = {"reason": override_reason, "findings": overridden}
     if bulk_id:
         after["bulk_id"] = bulk_id
+    if adjudication:
+        after["adjudication"] = True
     AuditEvent.objects.create(actor=user, action=DECIDE, object_type="decision", object_id=str(decision.pk),
                               task=task, before=before, after=after)
     return decision
 
 
 def decide(task: Task | int, *, user, verdict: str, reason: str = "", comment: str = "",
-           content_hash: str | None = None, force: bool = False) -> Decision:
+           content_hash: str | None = None, force: bool = False, adjudicate: bool = False,
+           override_reason: str = "") -> Decision:
     """Record one reviewer's decision on the task's current version.
 
     `content_hash` is the version the reviewer looked at: when a repair or an edit made a newer
-    one meanwhile, the decision is refused rather than bound to files nobody read."""
+    one meanwhile, the decision is refused rather than bound to files nobody read. `adjudicate`:
+    an admin's or lead's decision that settles a disagreement (tasks.consensus)."""
     if not can_review(user):
         raise NotAllowed("Your role does not allow deciding on tasks.")
     reason = (reason or "").strip()
     comment = (comment or "").strip()
+    # an admin's reason to approve despite error-level findings (refusal says when it is needed)
+    override_reason = (override_reason or "").strip() if verdict == ReviewVerdict.APPROVE else ""
     check_decision(verdict, reason)
     task_id = task.pk if isinstance(task, Task) else task
     with transaction.atomic():
         task = _locked(task_id)
-        why = refusal(task, verdict, user=user, force=force)
+        why = refusal(task, verdict, user=user, force=force, override_reason=override_reason)
+        if adjudicate and not why:
+            why = consensus.adjudication_refusal(task, user)
         if why:
             raise ReviewError(why)
         if content_hash and content_hash != task.current_version.content_hash:
             raise ReviewError(f"Task #{task.pk} has a newer version (v{task.current_version.number}) than the one you "
                               f"reviewed: look at it and decide again.")
         forced = verdict == ReviewVerdict.APPROVE and task.status != TaskStatus.VALIDATED
-        return _record(task, user=user, verdict=verdict, reason=reason, comment=comment, forced=forced)
+        return _record(task, user=user, verdict=verdict, reason=reason, comment=comment, forced=forced,
+                       adjudication=adjudicate, override_reason=override_reason)
 
 
 def history(task: Task) -> list[Decision]:
@@ -291,6 +326,9 @@ def plan_bulk(task_filter: TaskFilter, *, verdict: str, sample_size: int = 10) -
     if verdict == ReviewVerdict.APPROVE:
         groups.append(("not validated: only validated tasks can be approved", rest.exclude(status=TaskStatus.VALIDATED)))
         rest = rest.filter(status=TaskStatus.VALIDATED)
+        groups.append(("error-level findings: only an admin may approve, one task at a time, with a reason",
+                       rest.exclude(finding_kinds="")))
+        rest = rest.filter(finding_kinds="")
     target = STATE_OF_VERDICT[verdict]
     groups.append((f"already {target.label.lower()} on their current version", rest.filter(review_state=target)))
     rest = rest.exclude(review_state=target)
@@ -308,6 +346,7 @@ class BulkResult:
     decided: int
     skipped: dict
     event: AuditEvent
+    consensus: dict = field(default_factory=dict)  # review state -> decided tasks now in it
 
 
 def apply_bulk(task_filter: TaskFilter, *, user, verdict: str, reason: str = "", comment: str = "",
@@ -329,6 +368,7 @@ def apply_bulk(task_filter: TaskFilter, *, user, verdict: str, reason: str = "",
                           f"now, not {expected}. Confirm again.")
     bulk_id = uuid.uuid4().hex
     decided = 0
+    states: dict[str, int] = {}
     skipped = {s["why"]: s["count"] for s in plan.skipped}
     target = STATE_OF_VERDICT[verdict]
     for start in range(0, len(plan.eligible), chunk_size):
@@ -340,15 +380,19 @@ def apply_bulk(task_filter: TaskFilter, *, user, verdict: str, reason: str = "",
                 if why:
                     skipped[why] = skipped.get(why, 0) + 1
                     continue
-                _record(task, user=user, verdict=verdict, reason=reason, comment=comment, bulk=True, bulk_id=bulk_id)
+                decision = _record(task, user=user, verdict=verdict, reason=reason, comment=comment, bulk=True,
+                                   bulk_id=bulk_id)
                 decided += 1
+                # with several required reviews a bulk decision is one review: say where each task stands
+                state = decision.task.review_state
+                states[state] = states.get(state, 0) + 1
     event = AuditEvent.objects.create(
         actor=user, action=BULK_DECIDE, object_type="selection", object_id=bulk_id,
         before={"filter": task_filter.describe(), "query": task_filter.query_string(with_view=False),
                 "tasks": plan.total},
         after={"verdict": verdict, "reason": reason, "comment": comment, "decided": decided, "skipped": skipped,
-               "bulk_id": bulk_id})
-    return BulkResult(decided=decided, skipped=skipped, event=event)
+               "bulk_id": bulk_id, "consensus": states})
+    return BulkResult(decided=decided, skipped=skipped, event=event, consensus=states)
 
 
 # --- the review queue and its locks ------------------------------------------------------------

@@ -2,14 +2,16 @@
 the review queue. Viewers read; every write needs a reviewer or an admin (403 otherwise)."""
 from datetime import datetime
 
+from django.db.models import Q
 from django.shortcuts import get_object_or_404
 from ninja import Field, Router, Schema, Status
 from ninja.errors import HttpError
-from ninja.pagination import PageNumberPagination, paginate
+from ninja.pagination import paginate
 
+from facet_site.pagination import PageNumberPagination  # bounded page numbers
 from facet_site.roles import can_review
 
-from . import review, summary
+from . import consensus, review, summary
 from .models import AuditEvent, Task
 
 # mounted at /tasks (decisions, bulk decisions, locks), /audit and /queue by facet_site/api.py
@@ -24,6 +26,7 @@ class DecisionIn(Schema):
     comment: str = ""
     content_hash: str | None = None  # the version you reviewed: refused (409) when a newer one exists
     force: bool = False  # admins only: approve a task that is not validated
+    override_reason: str = ""  # admins only: approve despite error-level findings, and why
 
 
 class DecisionOut(Schema):
@@ -121,7 +124,8 @@ def create_decision(request, task_id: int, payload: DecisionIn):
     task = get_object_or_404(Task, pk=task_id)
     try:
         decision = review.decide(task, user=request.auth, verdict=payload.verdict, reason=payload.reason,
-                                 comment=payload.comment, content_hash=payload.content_hash, force=payload.force)
+                                 comment=payload.comment, content_hash=payload.content_hash, force=payload.force,
+                                 override_reason=payload.override_reason)
     except review.ReviewError as exc:
         raise _refused(exc) from None
     task.refresh_from_db()
@@ -134,7 +138,8 @@ def create_decision(request, task_id: int, payload: DecisionIn):
             summary="Every decision on the task, newest first (undo entries have withdraws_id)")
 def list_decisions(request, task_id: int):
     task = get_object_or_404(Task.objects.select_related("current_version"), pk=task_id)
-    return review.history(task)
+    # several required reviews: others' reviews of the current version stay hidden until yours is in
+    return consensus.visible(task, request.auth, review.history(task))
 
 
 @audit_router.get("", response=list[AuditEventOut], summary="The audit log, newest first (filter by task, actor, action)")
@@ -147,7 +152,8 @@ def list_audit(request, task: int | None = None, actor: str = "", action: str = 
         qs = qs.filter(actor__username=actor)
     if action:
         qs = qs.filter(action=action)
-    return qs
+    # several required reviews: others' entries on tasks the caller has yet to review are left out
+    return qs.exclude(Q(task_id__in=consensus.blind_tasks(request.auth)) & ~Q(actor=request.auth))
 
 
 @audit_router.post("/{int:event_id}/undo", response={201: AuditEventOut},
@@ -188,15 +194,20 @@ def bulk_decisions(request, payload: BulkIn):
     return out
 
 
-@queue_router.get("/next", response={200: QueueOut, 204: None},
-            summary="Take the lock of the next task of the review queue (reviewers); 204 when none is free")
-def queue_next(request, query: str = "", after: int | None = None):
-    """`query` is a task-filter query string (default: validated and not reviewed); `after` the
-    task you just looked at, to move on from it. Taking the lock is a write, hence reviewers
-    only, although this is a GET (the reviewer's other queue locks are released)."""
+class QueueNextIn(Schema):
+    query: str = ""  # a task-filter query string; default: validated and not reviewed
+    after: int | None = Field(None, ge=1, le=2**63 - 1)  # the task you just looked at, to move on from it
+
+
+@queue_router.post("/next", response={200: QueueOut, 204: None},
+                   summary="Take the lock of the next task of the review queue (reviewers); 204 when none is free")
+def queue_next(request, payload: QueueNextIn = None):
+    """Taking the lock and releasing the reviewer's other queue locks are writes: a POST, so a
+    session caller needs the CSRF token and no link or image can move anyone's queue."""
     _reviewer(request, "take tasks from the review queue")
-    task_filter = review.queue_filter(query)
-    task = review.advance(request.auth, task_filter, current=after)
+    payload = payload or QueueNextIn()
+    task_filter = review.queue_filter(payload.query)
+    task = review.advance(request.auth, task_filter, current=payload.after)
     if task is None:
         return Status(204, None)
     task.position, task.total = review.position(task.pk, review.queue_ids(task_filter))

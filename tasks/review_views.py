@@ -15,10 +15,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from facet_site import stamps
 from facet_site.lib.render import highlight_code, render_markdown
-from facet_site.roles import can_review, is_admin, require
+from facet_site.roles import can_lead, can_review, is_admin, require
 from scenarios.models import SynthesisRun
 
-from . import charts, review
+from . import agreement, charts, consensus, guidelines, review
 from .filters import TaskFilter
 from .models import AuditEvent, RejectReason, ReviewLock, ReviewState, Task, TaskStatus, ReviewVerdict
 
@@ -52,17 +52,23 @@ def panel_context(request, task) -> dict:
     queue = _queue_query(request)
     ctx = {
         "task": task,
-        "decisions": review.history(task),
+        # several required reviews: blind to the others' reviews until one's own is in
+        "decisions": consensus.visible(task, user, review.history(task)),
+        "consensus": consensus.consensus_of(task),
+        "guideline": guidelines.current_guideline(),
         "verdicts": ReviewVerdict.choices,
         "reasons": RejectReason.choices,
         "can_decide": can_review(user) and task.current_version_id is not None,
         "may_force": is_admin(user) and task.status != TaskStatus.VALIDATED,
+        "may_override": is_admin(user) and bool(review.error_findings(task)),
         "approve_refusal": review.refusal(task, ReviewVerdict.APPROVE, user=user) if can_review(user) else None,
         "lock": review.lock_of(task),
         "content_hash": task.current_version.content_hash if task.current_version_id else "",
         "queue": queue,
         "here": request.get_full_path(),
     }
+    ctx["guideline_html"] = guidelines.rendered(ctx["guideline"])
+    ctx["adjudicate"] = ctx["consensus"].state == ReviewState.DISPUTED and can_lead(user)
     if queue is not None:
         ids = review.queue_ids(review.queue_filter(queue))
         ctx["position"], ctx["queue_total"] = review.position(task.pk, ids)
@@ -88,7 +94,9 @@ def decide(request, task_id: int):
         decision = review.decide(task, user=request.user, verdict=request.POST.get("verdict", ""),
                                  reason=request.POST.get("reason", ""), comment=request.POST.get("comment", ""),
                                  content_hash=request.POST.get("content_hash") or None,
-                                 force=request.POST.get("force") == "1")
+                                 force=request.POST.get("force") == "1",
+                                 adjudicate=request.POST.get("adjudicate") == "1",
+                                 override_reason=request.POST.get("override_reason", ""))
     except review.NotAllowed as exc:
         raise PermissionDenied(str(exc)) from None
     except review.ReviewError as exc:
@@ -96,8 +104,9 @@ def decide(request, task_id: int):
         return redirect(_back(request, review_url(task.pk, queue) if queue is not None
                               else reverse("tasks:detail", args=[task.pk])))
     reason = f" ({decision.get_reason_display().lower()})" if decision.reason else ""
-    messages.success(request, f"{decision.get_verdict_display()}{reason}: “{task.name}” v{decision.version.number}. "
-                              f"The audit log can undo it.")
+    what = consensus.effect({}, consensus.describe(decision.task))
+    messages.success(request, f"{decision.get_verdict_display()}{reason}: “{task.name}” v{decision.version.number} — "
+                              f"{what}. The audit log can undo it.")
     if queue is None:
         return redirect(_back(request, reverse("tasks:detail", args=[task.pk])))
     # from the queue: on to the next task, letting go of this one
@@ -174,6 +183,11 @@ def review_page(request, task_id: int):
     """One task with what a decision needs side by side: the instruction, the verifier's result
     on the current version, and the decision form (with the queue's controls)."""
     task = get_object_or_404(Task.objects.select_related("current_version", "run"), pk=task_id)
+    return render(request, "tasks/review_task.html", review_page_context(request, task))
+
+
+def review_page_context(request, task) -> dict:
+    """The review page's context (also the multi-review queue's page, tasks.reviewers_views)."""
     version = task.current_version
     files = version.files if version else {}
     tests = {p: highlight_code(text, filename=p, anchor=f"t{i}-L") for i, (p, text) in
@@ -186,7 +200,7 @@ def review_page(request, task_id: int):
         "repairs": task.repairs.count(),
     }
     context.update(panel_context(request, task))
-    return render(request, "tasks/review_task.html", context)
+    return context
 
 
 # --- bulk decisions ---------------------------------------------------------------------------
@@ -220,8 +234,10 @@ def bulk(request):
             messages.error(request, str(exc))
         else:
             skipped = sum(result.skipped.values())
+            states = ", ".join(f"{n} {ReviewState(s).label.lower()}" for s, n in sorted(result.consensus.items()))
             messages.success(request, f"{ReviewVerdict(verdict).label}: {result.decided} task{'s' if result.decided != 1 else ''}"
-                                      f" decided, {skipped} skipped (audit entry #{result.event.pk}; it can be undone).")
+                                      f" decided, {skipped} skipped (audit entry #{result.event.pk}; it can be undone)."
+                                      + (f" Where they stand now: {states}." if states else ""))
             return redirect(f"{reverse('tasks:audit')}?action={review.BULK_DECIDE}")
     elif request.method == "POST":
         messages.error(request, "Tick the confirmation to apply the decision.")
@@ -247,9 +263,12 @@ def audit(request):
     if action:
         events = events.filter(action=action)
     page = Paginator(events, AUDIT_PAGE).get_page(request.GET.get("page"))
+    # several required reviews: others' entries on a task the user has yet to review are masked
+    blind = set(consensus.blind_tasks(request.user, [e.task_id for e in page]))
     for event in page:
         event.refusal = review.undo_refusal(event, user=request.user)
-        event.changes = _changes(event)
+        hidden = event.task_id in blind and event.actor_id != request.user.pk
+        event.changes = [("hidden", "until your own review is in", None)] if hidden else _changes(event)
     query = urlencode([(k, v) for k, v in (("task", task_id), ("actor", actor), ("action", action)) if v])
     return render(request, "tasks/audit.html", {
         "page": page, "task_id": task_id, "actor": actor, "action": action, "query": query,
@@ -276,7 +295,9 @@ def undo(request, event_id: int):
     except review.ReviewError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Entry #{event.pk} undone by entry #{compensation.pk}.")
+        after = compensation.after or {}
+        where = f" {consensus.effect(compensation.before or {}, after)}." if "consensus" in after else ""
+        messages.success(request, f"Entry #{event.pk} undone by entry #{compensation.pk}.{where}")
     return redirect(_back(request, reverse("tasks:audit")))
 
 
@@ -297,6 +318,9 @@ def overview(request):
         return render(request, "tasks/overview.html#reasons", {
             "run": run, "reasons": reasons, "reasons_chart": charts.reasons_chart(reasons),
             "any_reason": any(r["total"] for r in reasons)})
+    if part == "agreement":
+        # not cached: a decision changes it, and it is one grouped query over current decisions
+        return render(request, "tasks/overview.html#agreement", {"run": run, "agreement": agreement.overall(run=run)})
     if part == "throughput":
         throughput = stamps.cached("review-throughput", stamps.TASKS_STAMP, lambda: review.throughput(run), run_key)
         return render(request, "tasks/overview.html#throughput", {

@@ -8,8 +8,9 @@ from django.shortcuts import get_object_or_404
 from ninja import Field, File, Form, Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
-from ninja.pagination import PageNumberPagination, paginate
+from ninja.pagination import paginate
 
+from facet_site.pagination import PageNumberPagination  # bounded page numbers
 from facet_site.roles import can_review
 
 from . import rollouts
@@ -23,7 +24,8 @@ trajectories_router = Router(tags=["rollouts"])
 
 class BatchIn(Schema):
     query: str = rollouts.DEFAULT_QUERY  # a task-list filter query string (tasks.filters.TaskFilter)
-    model: str = ""  # default: the configured model
+    model: str = ""  # default: the endpoint's model
+    endpoint: str = ""  # a named LLM endpoint the operator configured (FACET_LLM_ENDPOINTS); "": default
     attempts: int = 3  # k
     max_turns: int = 30
     timeout_s: int = 900
@@ -147,7 +149,8 @@ def start_batch(request, payload: BatchIn):
         with transaction.atomic():
             batch = rollouts.create_batch(query=payload.query, model=payload.model, attempts=payload.attempts,
                                           max_turns=payload.max_turns, timeout_s=payload.timeout_s,
-                                          name=payload.name, user=request.auth)
+                                          name=payload.name, user=request.auth,
+                                          llm={"endpoint": payload.endpoint} if payload.endpoint else None)
             rollouts.start_batch(batch)
     except rollouts.RolloutError as exc:
         raise HttpError(422, str(exc)) from exc

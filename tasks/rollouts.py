@@ -46,6 +46,8 @@ from facet_site.lib import shell_commands
 from facet_site.lib import validation as val
 from facet_site.lib.llm import LLMClient, LLMSettings
 from scenarios.llm import llm_settings as run_llm_settings
+from scenarios.run_config import RunConfigError, check_llm_config
+from scenarios.throughput import limiter as endpoint_limiter
 
 from . import jobs, summary
 from .apps import base_image
@@ -95,9 +97,10 @@ def selected_tasks(query: str | None):
 
 
 def create_batch(*, query: str = "", model: str = "", attempts: int = 3, max_turns: int = 30, timeout_s: int = 900,
-                 name: str = "", user=None, llm: dict | None = None, run=None) -> RolloutBatch:
+                 name: str = "", user=None, llm: dict | None = None, run=None, trusted: bool = False) -> RolloutBatch:
     """A queued batch with one pending trajectory per (selected task, attempt). Dispatch with
-    `start_batch` (after commit) or run in process with `run_batch`."""
+    `start_batch` (after commit) or run in process with `run_batch`. `llm` is checked as a run's
+    "llm" section: a named endpoint and safe values; URLs and cassettes only when `trusted` (CLI, demo)."""
     values = {"attempts": attempts, "max_turns": max_turns, "timeout_s": timeout_s}
     for key, (low, high) in LIMITS.items():
         value = values[key]
@@ -113,7 +116,11 @@ def create_batch(*, query: str = "", model: str = "", attempts: int = 3, max_tur
         raise RolloutError(f"{len(rows)} tasks × {attempts} attempts is over {MAX_TRAJECTORIES:,} trajectories; "
                            "narrow the filter")
     llm = dict(llm or {})
-    model = (model or "").strip()[:200] or settings.FACET_LLM.model or "default"
+    try:
+        check_llm_config({**llm, "model": (model or "").strip()}, trusted=trusted)
+    except RunConfigError as exc:
+        raise RolloutError(str(exc)) from None
+    model = (model or "").strip()[:200] or run_llm_settings({"endpoint": llm.get("endpoint")}).model or "default"
     llm.setdefault("temperature", 1.0)  # independent attempts, as the paper's evaluation (Table 9)
     with transaction.atomic():
         batch = RolloutBatch.objects.create(
@@ -290,8 +297,8 @@ def _claim(trajectory_id: int):
 
 
 def llm_settings(batch: RolloutBatch) -> LLMSettings:
-    """settings.FACET_LLM with the batch's model and its "llm" config over them, laid the same way
-    as a synthesis run's (scenarios.llm.llm_settings)."""
+    """The batch's endpoint with its model and its "llm" config over them, laid the same way as a
+    synthesis run's (scenarios.llm.llm_settings)."""
     given = dict((batch.config or {}).get("llm") or {})
     if batch.model and batch.model != "default":
         given["model"] = batch.model
@@ -331,7 +338,8 @@ def run_trajectory(trajectory_id: int, *, client=None) -> Outcome:
     llm = None
     subject = subject_for(traj)
     try:
-        llm = LLMClient(llm_settings(batch), recorder=recorder)  # no cache: attempts must be independent
+        # no cache: attempts must be independent; the endpoint limits of every other worker apply
+        llm = LLMClient(llm_settings(batch), recorder=recorder, limiter=endpoint_limiter())
         with tempfile.TemporaryDirectory(prefix="facet-rollout-") as tmp:
             task_dir = write_harbor_task(traj.version, Path(tmp) / "task")
             try:

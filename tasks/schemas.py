@@ -74,7 +74,7 @@ class VersionOut(Schema):
 
     @staticmethod
     def resolve_files(version) -> list[str]:
-        return sorted(version.files)
+        return sorted({*version.files, *(version.binary_files or {})})  # binary files too (issue 17)
 
     @staticmethod
     def resolve_validations(version):

@@ -1,6 +1,7 @@
 """The task list's summary columns and labels, written in this one place.
 
-Task.review_state, n_tests, repair_rounds, pass_rate, n_rollouts and search_document are
+Task.review_state, n_tests, repair_rounds, pass_rate, n_rollouts, search_document, finding_kinds
+and validation_failure are
 denormalised from append-only records (decisions, trials, repairs, trajectories) so that the task
 list filters and sorts 10,000+ tasks on indexed columns; `expected_summary` recomputes them from
 the records and a test checks that the two agree. TaskLabel rows carry the skill tags,
@@ -16,23 +17,21 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from . import consensus
 from .models import (
     Decision,
     LabelKind,
     ReviewState,
-    ReviewVerdict,
     Task,
     TaskLabel,
     Trajectory,
     TrajectoryStatus,
     TrialKind,
+    Validation,
+    ValidationStatus,
 )
 
 FAMILIES_FILE = Path(__file__).resolve().parent / "families.json"
-
-_STATE_OF_VERDICT = {ReviewVerdict.APPROVE: ReviewState.APPROVED, ReviewVerdict.REJECT: ReviewState.REJECTED,
-                     ReviewVerdict.NEEDS_FIX: ReviewState.NEEDS_FIX}
-
 
 def standing_decision(task: Task) -> Decision | None:
     """The decision in force on the task's current version: the newest one on its content hash
@@ -42,6 +41,27 @@ def standing_decision(task: Task) -> Decision | None:
     return (Decision.objects.filter(task=task, content_hash=task.current_version.content_hash,
                                     withdraws__isnull=True, withdrawn_by__isnull=True)
             .order_by("-id").first())
+
+
+def version_findings(version, *, rechecks: bool = True) -> tuple[list[str], str, str]:
+    """(error-level finding kinds, failure type, reason) over every finished validation of the
+    version, oldest first: one failed validation counts however many passed after it (a flaky
+    verifier passes sometimes). The failure is the first validation's that failed; "" when none
+    did. `rechecks=False` leaves out reviewers' re-checks."""
+    if version is None:
+        return [], "", ""
+    done = Validation.objects.filter(version=version, status=ValidationStatus.DONE).order_by("id")
+    if not rechecks:
+        done = done.filter(recheck__isnull=True)
+    kinds: list[str] = []
+    failure = reason = ""
+    for validation in done.only("static_findings", "accepted", "failure", "reason"):
+        for f in validation.static_findings or []:
+            if f.get("severity") == "error" and f.get("check") and f["check"] not in kinds:
+                kinds.append(f["check"])
+        if not validation.accepted and not failure:
+            failure, reason = validation.failure, validation.reason
+    return kinds, failure, reason
 
 
 def expected_summary(task: Task) -> dict:
@@ -58,13 +78,17 @@ def expected_summary(task: Task) -> dict:
     n = finished.count()
     passed = finished.filter(passed=True).count()
     instruction = version.files.get("instruction.md", "") if version is not None else ""
+    kinds, failure, _reason = version_findings(version)
     return {
-        "review_state": _STATE_OF_VERDICT[decision.verdict] if decision else ReviewState.UNREVIEWED,
+        # several required reviews, agreement and adjudication: tasks.consensus (one review: `decision`)
+        "review_state": consensus.state_of(task) if decision else ReviewState.UNREVIEWED,
         "n_tests": n_tests,
         "repair_rounds": task.repairs.count(),
         "pass_rate": (passed / n) if n else None,
         "n_rollouts": n,
         "search_document": f"{task.name}\n{instruction}"[:20000],
+        "finding_kinds": f",{','.join(kinds)}," if kinds else "",
+        "validation_failure": failure,
     }
 
 
@@ -99,8 +123,11 @@ def labels_for(task: Task) -> set[tuple[str, str]]:
             tag = skill.key.rsplit("/", 1)[-1].split(":")[-1]
             if tag:
                 labels.add((LabelKind.TAG, tag[:200]))
-            if skill.category_id:
-                categories.append(skill.category)
+            # The skill's current version carries a reviewer's later override (or reclassification).
+            current = type(skill).objects.current().filter(key=skill.key).select_related("category__parent").first()
+            category = (current or skill).category
+            if category is not None:
+                categories.append(category)
     elif task.current_version_id:
         try:
             meta = tomllib.loads(task.current_version.files.get("task.toml", "")).get("metadata", {})
@@ -126,6 +153,20 @@ def labels_for(task: Task) -> set[tuple[str, str]]:
         if family:
             labels.add((LabelKind.FAMILY, family))
     return labels
+
+
+def relabel_skill_tasks(skill_id: int) -> int:
+    """Labels of every task built from any version of the skill, after its category changed
+    (settings.FACET_CATEGORY_CHANGED_JOB). Returns how many tasks were relabelled."""
+    from skills.models import Skill
+
+    key = Skill.objects.filter(pk=skill_id).values_list("key", flat=True).first()
+    if key is None:
+        return 0
+    tasks = Task.objects.filter(scenario__pair__skills__key=key).distinct()
+    for task in tasks:
+        set_labels(task)
+    return len(tasks)
 
 
 def set_labels(task: Task) -> None:

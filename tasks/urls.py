@@ -2,7 +2,7 @@
 bring their own urlpatterns."""
 from django.urls import path
 
-from . import analytics_views, dataset_views, list_views, review_views, rollout_views, views
+from . import analytics_views, dataset_views, list_views, review_views, reviewers_views, rollout_views, views
 
 app_name = "tasks"
 urlpatterns = [
@@ -10,6 +10,7 @@ urlpatterns = [
     path("funnel/", list_views.funnel_table, name="funnel-table"),
     path("<int:task_id>/", views.task_detail, name="detail"),
     path("<int:task_id>/validate/", views.validate, name="validate"),
+    path("validations/<int:validation_id>/retry/", views.validation_retry, name="validation-retry"),
     path("trials/<int:trial_id>/logs/<str:name>", views.trial_log, name="trial-log"),
     path("builds/<int:build_id>/log", views.build_log, name="build-log"),
     path("views/save/", list_views.save_view, name="view-save"),
@@ -19,6 +20,6 @@ urlpatterns = [
     path("rechecks/<int:recheck_id>/", views.recheck_progress, name="recheck-progress"),
     path("rechecks/<int:recheck_id>/resume/", views.recheck_resume, name="recheck-resume"),
 ]
-# review (decisions, queue, bulk, audit, overview), analytics, rollouts, datasets in and out
-urlpatterns += (review_views.urlpatterns + analytics_views.urlpatterns + rollout_views.urlpatterns
-                + dataset_views.urlpatterns)
+# review (decisions, queue, bulk, audit, overview; several reviewers), analytics, rollouts, datasets in and out
+urlpatterns += (review_views.urlpatterns + reviewers_views.urlpatterns + analytics_views.urlpatterns
+                + rollout_views.urlpatterns + dataset_views.urlpatterns)

@@ -14,17 +14,20 @@ from django.utils.http import urlencode
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
+from facet_site.lib.harbor.binary import hex_peek, preview_kind, strings_peek
 from facet_site.lib.render import highlight_code, render_markdown
 from facet_site.roles import can_review, require
 from scenarios.models import LLMCall
 
 from . import diffs, rechecks, review_views, rollout_views
+from .blobs import blob_bytes, blob_head
 from .models import (
     CheckKind,
     EnvironmentBuild,
     Recheck,
     Step,
     Task,
+    TaskBlob,
     TaskStatus,
     TaskVersion,
     Trial,
@@ -32,7 +35,7 @@ from .models import (
     ValidationStatus,
 )
 from .terminal import ansi_to_html
-from .validating import request_validation
+from .validating import request_validation, retry_validation
 
 TRIAL_LOGS = {"solution.log", "verifier.log", "result.json", "junit.xml", "reward.txt"}
 
@@ -45,6 +48,7 @@ TABS = [
     ("llm", "LLM calls"), ("checks", "Re-checks"), ("review", "Review"), ("rollouts", "Rollouts"),
 ]
 COLLAPSE_LINES = 200  # longer files show their head and a "show all" link
+COLLAPSE_CHARS = 16 * 1024  # so do larger ones, however few lines they have (a one-line 195 KB JSON)
 MAX_INLINE_CHARS = 256 * 1024  # larger files show their head and a download link only
 MAX_E0_FILES = 500
 
@@ -58,16 +62,42 @@ def _file_view(task: Task, version: TaskVersion | None, path: str, text: str, *,
     and past MAX_INLINE_CHARS only its head plus a download link."""
     lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
     too_large = len(text) > MAX_INLINE_CHARS
-    collapsed = too_large or (not show_all and lines > COLLAPSE_LINES)
-    shown = "".join(text.splitlines(keepends=True)[:COLLAPSE_LINES]) if collapsed else text
+    collapsed = too_large or (not show_all and (lines > COLLAPSE_LINES or len(text) > COLLAPSE_CHARS))
+    shown = text
+    by_size = False
+    if collapsed:  # the head, by lines and by size, whichever is shorter
+        shown = "".join(text.splitlines(keepends=True)[:COLLAPSE_LINES])
+        by_size = len(shown) > COLLAPSE_CHARS
+        shown = shown[:COLLAPSE_CHARS]
     anchor = _anchor(path)
     download = None
     if version is not None and path in version.files:
         download = reverse("tasks:version-file", args=[task.pk, version.number, path])
     return {"path": path, "anchor": anchor, "lines": lines, "size": len(text.encode()), "collapsed": collapsed,
+            "shown_chars": len(shown), "chars": len(text), "by_size": by_size,
             "too_large": too_large, "download": download,
             # Pygments escapes the code; its markup is the only markup
             "html": mark_safe(highlight_code(shown, filename=path, anchor=anchor))}
+
+
+def _binary_view(task: Task, version: TaskVersion, path: str, blob: TaskBlob | None) -> dict:
+    """A binary file for the page: type, size, a download, a preview a browser shows safely
+    (image, audio, PDF), else a hex and strings peek of its first bytes."""
+    download = reverse("tasks:version-file", args=[task.pk, version.number, path])
+    kind = blob.media_type if blob else "application/octet-stream"
+    view = {"path": path, "anchor": _anchor(path), "binary": True, "size": blob.size if blob else 0,
+            "media_type": kind, "download": download, "preview": preview_kind(kind),
+            "preview_url": download + "?inline=1"}
+    if view["preview"] is None and blob is not None:
+        head = blob_head(blob)
+        view.update(hex=hex_peek(head), strings=strings_peek(head, limit=20))
+    return view
+
+
+def _binary_views(task: Task, version: TaskVersion | None, prefix: str) -> list[dict]:
+    refs = {p: d for p, d in ((version.binary_files or {}) if version else {}).items() if p.startswith(prefix)}
+    blobs = {b.sha256: b for b in TaskBlob.objects.filter(sha256__in=set(refs.values()))}
+    return [_binary_view(task, version, p, blobs.get(d)) for p, d in sorted(refs.items())]
 
 
 def _tree(paths: list[str]) -> list[dict]:
@@ -224,10 +254,13 @@ def task_detail(request, task_id: int):
                                                           "created_by_repair_id", "created_at", "task_id"))
     open_validations = Validation.objects.filter(version__task=task, recheck__isnull=True,
                                                  status__in=[ValidationStatus.QUEUED, ValidationStatus.RUNNING])
-    running = task.status not in (TaskStatus.VALIDATED, TaskStatus.DISCARDED, TaskStatus.FAILED) \
-        or open_validations.exists()
+    # an imported task stays "validating" until somebody validates it: nothing runs, nothing to watch
+    never_validated = task.imported and not Validation.objects.filter(version__task=task, recheck__isnull=True).exists()
+    running = (task.status not in (TaskStatus.VALIDATED, TaskStatus.DISCARDED, TaskStatus.FAILED)
+               and not never_validated) or open_validations.exists()
     if request.htmx:
-        response = render(request, "tasks/detail.html#status", {"task": task, "running": running})
+        response = render(request, "tasks/detail.html#status", {"task": task, "running": running,
+                                                                 "never_validated": never_validated})
         if not running:
             response.status_code = 286  # nothing left to watch: htmx stops polling
         return response
@@ -254,14 +287,20 @@ def task_detail(request, task_id: int):
                   .prefetch_related("trials").first())
     context = {
         "task": task, "version": version, "versions": versions, "repairs": repairs, "running": running,
+        "never_validated": never_validated,
+        "env_repair_count": task.environment.repair_count if task.environment_id else 0,
         "tab": tab, "tabs": [(key, label, _tab_url(task, key, version)) for key, label in TABS],
-        "latest": latest, "files": sorted(files),
+        "latest": latest, "files": sorted(set(files) | set((version.binary_files or {}) if version else {})),
+        "binary_files": (version.binary_files or {}) if version else {},
         "can_recheck": version is not None and task.step == Step.DONE,
+        "finding_kinds": [k for k in task.finding_kinds.split(",") if k],  # error-level, all validations
+        "can_retry": can_review(request.user),
     }
 
     def file_views(prefix: str) -> list[dict]:
-        return [_file_view(task, version, p, files[p], show_all=p in show_all or "1" in show_all)
-                for p in sorted(files) if p.startswith(prefix)]
+        views = [_file_view(task, version, p, files[p], show_all=p in show_all or "1" in show_all)
+                 for p in sorted(files) if p.startswith(prefix)]
+        return sorted(views + _binary_views(task, version, prefix), key=lambda f: f["path"])
 
     if tab == "instruction":
         # sanitised by nh3 (render_markdown): no script, handler or javascript: URL survives
@@ -270,18 +309,22 @@ def task_detail(request, task_id: int):
             context["task_toml"] = _file_view(task, version, "task.toml", files["task.toml"], show_all=True)
     elif tab == "environment":
         env_files = {p.removeprefix("environment/"): t for p, t in files.items() if p.startswith("environment/")}
+        env_binary = {f["path"].removeprefix("environment/"): f for f in _binary_views(task, version, "environment/")}
         if not env_files and task.environment_id:
             env_files = dict(task.environment.files or {})  # no version yet: the environment's own files
         chosen = request.GET.get("file", "")
-        if chosen not in env_files:  # the Dockerfile is always shown: open the first other file
+        if chosen in env_binary:
+            context["chosen_binary"] = env_binary[chosen]
+        elif chosen not in env_files:  # the Dockerfile is always shown: open the first other file
             chosen = next((p for p in sorted(env_files) if p != "Dockerfile"), "Dockerfile" if env_files else "")
         context.update(
             tree=[dict(row, url=None if row["dir"] else _tab_url(task, "environment", version, file=row["path"]))
-                  for row in _tree(list(env_files))], chosen=chosen,
+                  for row in _tree(list(env_files) + list(env_binary))], chosen=chosen,
             dockerfile=(_file_view(task, version, "environment/Dockerfile", env_files["Dockerfile"], show_all=True)
                         if "Dockerfile" in env_files else None),
             chosen_file=(_file_view(task, version, f"environment/{chosen}", env_files[chosen],
-                                    show_all=bool(show_all)) if chosen and chosen != "Dockerfile" else None),
+                                    show_all=bool(show_all)) if chosen in env_files and chosen != "Dockerfile"
+                         else None),
             builds=[dict(build=b, log_html=ansi_to_html(b.log)) for b in
                     (task.environment.builds.order_by("attempt") if task.environment_id else [])],
             e0=_initial_state(task, version),
@@ -339,11 +382,24 @@ def task_detail(request, task_id: int):
 def version_file(request, task_id: int, number: int, path: str):
     """One file of one version, as a download. Only paths the version has; never the disk."""
     version = get_object_or_404(TaskVersion, task_id=task_id, number=number)
-    if path not in version.files:
+    name = PurePosixPath(path).name.replace('"', "").replace("\\", "") or "file"
+    disposition = "attachment"
+    if path in version.files:
+        response = HttpResponse(version.files[path], content_type="text/plain; charset=utf-8")
+    elif path in (version.binary_files or {}):
+        blob = get_object_or_404(TaskBlob, sha256=version.binary_files[path])
+        # Only types facet sniffed as image/audio/PDF are ever shown inline, and never as HTML or
+        # SVG (script); everything else is an opaque download.
+        inline = request.GET.get("inline") == "1" and preview_kind(blob.media_type) is not None
+        response = HttpResponse(blob_bytes(blob.sha256),
+                                content_type=blob.media_type if inline else "application/octet-stream")
+        if inline:
+            disposition = "inline"
+            if preview_kind(blob.media_type) != "pdf":  # the browser's PDF viewer needs scripts of its own
+                response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    else:
         raise Http404("This version has no such file.")
-    response = HttpResponse(version.files[path], content_type="text/plain; charset=utf-8")
-    name = PurePosixPath(path).name.replace('"', "") or "file"
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    response["Content-Disposition"] = f'{disposition}; filename="{name}"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
 
@@ -358,6 +414,20 @@ def validate(request, task_id: int):
         validation = request_validation(task.current_version, user=request.user)
         messages.success(request, f"Validation #{validation.pk} of v{task.current_version.number} is queued.")
     return redirect("tasks:detail", task_id=task.pk)
+
+
+@require_POST
+@require(can_review)
+def validation_retry(request, validation_id: int):
+    """Retry a validation that hit an infrastructure error, or resume one whose worker died."""
+    validation = get_object_or_404(Validation.objects.select_related("version"), pk=validation_id)
+    again = retry_validation(validation)
+    if again is None:
+        messages.error(request, f"Validation #{validation.pk} is {validation.get_status_display().lower()}: only one "
+                                "that hit an infrastructure error, or whose worker stopped answering, can be retried.")
+    else:
+        messages.success(request, f"Validation #{again.pk} of v{validation.version.number} is queued.")
+    return redirect("tasks:detail", task_id=validation.version.task_id)
 
 
 # --- executable re-checks ------------------------------------------------------------------------------
@@ -427,23 +497,27 @@ def recheck_resume(request, recheck_id: int):
 # --- logs ----------------------------------------------------------------------------------------------
 
 
-def _serve(path: str, root: str, name: str):
-    """Only files inside the record's own log directory, never a path taken from the request."""
+def _serve(path: str, root: str, name: str, *, download: bool = False):
+    """Only files inside the record's own log directory, never a path taken from the request. Shown
+    in the browser as plain text (nosniff is on, so a log never renders as HTML); ?download=1 saves it."""
     if not path:
         raise Http404("no log kept")
     file = Path(path).resolve()
     if not file.is_file() or not file.is_relative_to(Path(root).resolve()):
         raise Http404("log not found")
-    return FileResponse(open(file, "rb"), as_attachment=True, filename=name, content_type="text/plain")
+    return FileResponse(open(file, "rb"), as_attachment=download, filename=name,
+                        content_type="text/plain; charset=utf-8")
 
 
 def trial_log(request, trial_id: int, name: str):
     trial = get_object_or_404(Trial, pk=trial_id)
     if name not in TRIAL_LOGS:
         raise Http404("unknown log")
-    return _serve(str(Path(trial.logs_path) / name), trial.logs_path, f"trial-{trial.pk}-{name}")
+    return _serve(str(Path(trial.logs_path) / name), trial.logs_path, f"trial-{trial.pk}-{name}",
+                  download=request.GET.get("download") == "1")
 
 
 def build_log(request, build_id: int):
     build = get_object_or_404(EnvironmentBuild, pk=build_id)
-    return _serve(build.log_path, str(Path(build.log_path).parent), f"build-{build.pk}.log")
+    return _serve(build.log_path, str(Path(build.log_path).parent), f"build-{build.pk}.log",
+                  download=request.GET.get("download") == "1")

@@ -36,6 +36,22 @@ class WorkerProcess:
     def log_tail(self, chars: int = 4000) -> str:
         return self.log()[-chars:]
 
+    def children(self) -> list[int]:
+        """The worker's child processes (its pool; with beat, the beat process too), from /proc."""
+        pids: list[int] = []
+        for task in Path(f"/proc/{self.proc.pid}/task").glob("*"):
+            try:
+                pids += [int(p) for p in (task / "children").read_text().split()]
+            except OSError:
+                continue
+        return pids
+
+    def kill(self) -> None:
+        """SIGKILL to the worker's whole process group: no warm shutdown, no acknowledgement."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
     def terminate(self) -> None:
         """A warm shutdown of the worker's whole process group: the job in hand finishes first."""
         if self.proc.poll() is None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from facet_site.lib.skillformat import SourceProblem
 
-__all__ = ["ARCHIVE_SUFFIXES", "is_archive", "unpack"]
+__all__ = ["ARCHIVE_SUFFIXES", "is_archive", "tree_bytes", "unpack"]
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 _COPY_CHUNK = 1 << 16
@@ -51,6 +51,21 @@ def is_archive(path: Path) -> bool:
     """
     name = Path(path).name.lower()
     return name.endswith(ARCHIVE_SUFFIXES)
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes of the regular files below `root` (links not followed; 0 when it does not exist), for
+    caps on extraction areas: what unpacking wrote, not what the archive's headers claim."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:  # removed meanwhile
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
 
 
 def unpack(

@@ -1,6 +1,8 @@
 """Safe rendering of untrusted text (skill bodies, model output) for reviewers' browsers."""
 from __future__ import annotations
 
+from html import escape
+
 import nh3
 from markdown_it import MarkdownIt
 from pygments import highlight
@@ -12,12 +14,25 @@ from pygments.util import ClassNotFound
 # <script> nor an event handler nor a javascript: URL from a skill can reach the page.
 _md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table").enable("strikethrough")
 
+
+def _image_as_link(self, tokens, idx, options, env):
+    # A reviewer's browser must not fetch what a skill points at (a tracking pixel tells its author
+    # who reviewed it, and when); the Content-Security-Policy blocks remote images anyway, so an
+    # image is shown as a link to it instead.
+    token = tokens[idx]
+    alt = self.renderInline(token.children or [], options, env) or "image"
+    src = escape(token.attrGet("src") or "")
+    return f'<a href="{src}" class="image-link">[image: {alt}]</a>'
+
+
+_md.add_render_rule("image", _image_as_link)
+
 _ALLOWED_TAGS = {
     "a", "abbr", "b", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
-    "i", "img", "li", "ol", "p", "pre", "s", "strong", "sub", "sup", "table", "tbody", "td", "th", "thead",
+    "i", "li", "ol", "p", "pre", "s", "strong", "sub", "sup", "table", "tbody", "td", "th", "thead",
     "tr", "ul", "span", "div",
 }
-_ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"}, "code": {"class"}, "td": {"align"}, "th": {"align"}}
+_ALLOWED_ATTRIBUTES = {"a": {"href", "title", "class"}, "code": {"class"}, "td": {"align"}, "th": {"align"}}
 
 
 def render_markdown(text: str) -> str:

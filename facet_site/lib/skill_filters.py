@@ -8,7 +8,9 @@ each finding as a verdict with its reason). Kinds:
   keyloggers, ransomware) and attempts to switch off the agent's safety rules.
 * "private": the skill needs something a public task cannot have: secrets or API keys, hosts on
   private networks, or a (paid) account/login.
-* "non_actionable": nothing a terminal could carry out (persona or prompt text only).
+* "non_actionable": nothing a terminal could carry out (persona or prompt text only); plain
+  numbered or bulleted steps naming tools, commands, files or formats count as a procedure
+  (`skill_steps`).
 
 Keeping false positives low, simply and explainably:
 
@@ -27,6 +29,10 @@ Keeping false positives low, simply and explainably:
 * Secrets: env vars the skill declares as required count when any name part is KEY, TOKEN,
   SECRET, PASSWORD, CREDENTIAL or AUTH; names only used in the body (`$FOO_TOKEN`, `export
   FOO_API_KEY=`) need a clearer secret shape, so BUY_TOKEN or SORT_KEY do not count.
+* Required vs optional (`skill_requirements`): requirements stated only in prose ("Needs env:
+  X", "API key (required)") count too; a credential said to be optional, or any credential of a
+  skill with a no-key path ("free mode", "no API key required"), is recorded but not private.
+  `requirements(skill)` returns them all, with where each is stated.
 * Loopback URLs (localhost, 127.x) are private only when the skill does not start a server itself.
 * Account dependence needs dependence wording (requires, need, must, ... required) or a
   Requirements/Prerequisites section, and no negation ("no account needed").
@@ -35,7 +41,7 @@ Keeping false positives low, simply and explainably:
 Evidence is the matched text (short) and the 1-based line in SKILL.md (or in the supporting file
 named by `Finding.path`); line 0 means the finding is not tied to one line.
 
-Not split (~610 lines): each rule's pattern and the pass that guards it against
+Not split (~650 lines; the credential and step checks live in skill_requirements and skill_steps): each rule's pattern and the pass that guards it against
 false positives (`_cautioned`, the account and secret checks) are read and changed together.
 """
 from __future__ import annotations
@@ -44,9 +50,11 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from facet_site.lib import skill_requirements, skill_steps
+from facet_site.lib.skill_requirements import Requirement
 from facet_site.lib.skillformat import ParsedSkill
 
-__all__ = ["Finding", "KINDS", "UNREADABLE", "UNSAFE", "PRIVATE", "NON_ACTIONABLE", "evaluate"]
+__all__ = ["Finding", "KINDS", "UNREADABLE", "UNSAFE", "PRIVATE", "NON_ACTIONABLE", "evaluate", "requirements"]
 
 UNREADABLE = "unreadable"
 UNSAFE = "unsafe"
@@ -278,8 +286,7 @@ def evaluate(skill: ParsedSkill) -> list[Finding]:
     if skill.unreadable_reason:
         return [Finding(UNREADABLE, skill.unreadable_reason, "", 0, md_path)]
     findings: list[Finding] = []
-    docs = [_Doc(md_path, skill.frontmatter_text, skill.frontmatter_start_line, markdown=False)]
-    docs.append(_Doc(md_path, skill.body, skill.body_start_line, markdown=True))
+    docs = _skill_md_docs(skill)
     scripts = [
         _Doc(f.path, f.text, 1, markdown=False)
         for f in skill.files
@@ -291,7 +298,8 @@ def evaluate(skill: ParsedSkill) -> list[Finding]:
     if not _actionable(skill):
         findings.append(Finding(
             NON_ACTIONABLE,
-            "no terminal procedure: no shell or code blocks, required bins, install specs, scripts or command steps",
+            "no terminal procedure: no shell or code blocks, required bins, install specs, scripts, command steps "
+            "or steps naming tools, files or formats",
             _clip(skill.description), 0, md_path,
         ))
     return _limit(findings, md_path)
@@ -457,8 +465,10 @@ def _is_secret_name(name: str, *, declared: bool = False) -> bool:
     return False
 
 
-def _private(skill: ParsedSkill, docs: list[_Doc], out: list[Finding]) -> None:
+def _secret_requirements(skill: ParsedSkill, docs: list[_Doc]) -> skill_requirements.Requirements:
+    """Every credential the skill names, each judged required or optional (skill_requirements)."""
     fm_doc, body_doc = docs
+    found: list[Requirement] = []
     reported: set[str] = set()
     names = list(skill.required_env) + [v.get("name", "") for v in skill.env_vars if isinstance(v, dict)]
     for name in names:
@@ -466,15 +476,15 @@ def _private(skill: ParsedSkill, docs: list[_Doc], out: list[Finding]) -> None:
             reported.add(name)
             pos = fm_doc.text.find(name)
             line = fm_doc.line_no(pos) if pos >= 0 else 0
-            out.append(Finding(PRIVATE, f"requires secret {name}", name, line, fm_doc.path))
+            found.append(Requirement(name, f"requires secret {name}", name, fm_doc.path, line, "frontmatter"))
     body = body_doc.text
     if body:
         for m in _EXPORT.finditer(body) if "export" in body else ():
             name = m.group(1)
             if name not in reported and _is_secret_name(name):
                 reported.add(name)
-                out.append(Finding(PRIVATE, f"requires secret {name}", _clip(_line_of(body_doc, m.start())),
-                                   body_doc.line_no(m.start()), body_doc.path))
+                found.append(Requirement(name, f"requires secret {name}", _clip(_line_of(body_doc, m.start())),
+                                         body_doc.path, body_doc.line_no(m.start()), "code"))
         for needle, pattern in _ENV_REFS:
             if needle not in body:
                 continue
@@ -482,8 +492,12 @@ def _private(skill: ParsedSkill, docs: list[_Doc], out: list[Finding]) -> None:
                 name = m.group(1)
                 if name not in reported and _is_secret_name(name):
                     reported.add(name)
-                    out.append(Finding(PRIVATE, f"requires secret {name}", _clip(m.group(0)),
-                                       body_doc.line_no(m.start()), body_doc.path))
+                    found.append(Requirement(name, f"requires secret {name}", _clip(m.group(0)),
+                                             body_doc.path, body_doc.line_no(m.start()), "code"))
+        for req in skill_requirements.prose_requirements(body, path=body_doc.path, first_line=body_doc.first_line):
+            if req.name not in reported and (req.name == "API key" or _is_secret_name(req.name, declared=True)):
+                reported.add(req.name)
+                found.append(req)
         low = body_doc.low
         if not reported and len(low) == len(body):
             hits = []
@@ -498,8 +512,28 @@ def _private(skill: ParsedSkill, docs: list[_Doc], out: list[Finding]) -> None:
                     len(m.group(0)) for lowered, _, pat in _PLACEHOLDERS
                     if (m := pat.match(low if lowered else body, start))
                 )
-                out.append(Finding(PRIVATE, "requires an API key or token", _clip(body[start:end]),
-                                   body_doc.line_no(start), body_doc.path))
+                found.append(Requirement("API key", "requires an API key or token", _clip(body[start:end]),
+                                         body_doc.path, body_doc.line_no(start), "code"))
+    return skill_requirements.judge(found, texts=[(d.path, d.first_line, d.text) for d in docs])
+
+
+def requirements(skill: ParsedSkill) -> skill_requirements.Requirements:
+    """The credentials a skill names, required or optional, with where each is stated."""
+    if skill.unreadable_reason:
+        return skill_requirements.Requirements()
+    return _secret_requirements(skill, _skill_md_docs(skill))
+
+
+def _skill_md_docs(skill: ParsedSkill) -> list[_Doc]:
+    md_path = skill.skill_md_path.rsplit("/", 1)[-1] if skill.skill_md_path else "SKILL.md"
+    return [_Doc(md_path, skill.frontmatter_text, skill.frontmatter_start_line, markdown=False),
+            _Doc(md_path, skill.body, skill.body_start_line, markdown=True)]
+
+
+def _private(skill: ParsedSkill, docs: list[_Doc], out: list[Finding]) -> None:
+    body = docs[1].text
+    for req in _secret_requirements(skill, docs).required:
+        out.append(Finding(PRIVATE, req.reason, req.evidence, req.line, req.path))
     starts_server = None
     for doc in docs:
         if not doc.text or "://" not in doc.text:
@@ -585,7 +619,8 @@ def _actionable(skill: ParsedSkill) -> bool:
     for m in _INLINE_CODE.finditer(skill.body):
         if m.group(1) in known:
             return True
-    return False
+    # Plain numbered or bulleted steps naming tools, commands, files or formats (skill_steps).
+    return skill_steps.has_concrete_steps(skill.body)
 
 
 def _line_of(doc: _Doc, pos: int) -> str:

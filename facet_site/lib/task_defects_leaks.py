@@ -13,7 +13,7 @@ from fnmatch import fnmatchcase
 from typing import Iterable, Mapping
 
 # Dockerfile parsing is dockerfile_lint's; its two helpers are reused rather than copied.
-from facet_site.lib.docker_engine.dockerfile_lint import _dockerfile_instructions, _split_copy_args
+from facet_site.lib.docker_engine.dockerfile_lint import dockerfile_instructions, split_copy_args
 from facet_site.lib.task_defects_findings import (
     ANSWER_FILE_IN_ENVIRONMENT, INSTRUCTION_REVEALS_SOLUTION, LEAKED_ANSWER,
     LEAKED_ANSWER_EMBEDDED, finding)
@@ -208,9 +208,9 @@ def _line_of(text: str, collapsed_needle: str) -> int | None:
 def _dockerfile_sources(dockerfile: str) -> list[tuple[int, str]]:
     """(line, source) for every COPY/ADD source taken from the build context."""
     sources = []
-    for line, word, args in _dockerfile_instructions(dockerfile):
+    for line, word, args in dockerfile_instructions(dockerfile):
         if word in ("COPY", "ADD"):
-            flags, paths = _split_copy_args(args)
+            flags, paths = split_copy_args(args)
             if not any(flag.startswith("--from") for flag in flags):  # another stage's files
                 sources += [(line, source) for source in paths[:-1]]
     return sources

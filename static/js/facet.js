@@ -21,3 +21,17 @@ function facetDrawCharts() {
 }
 window.addEventListener("load", facetDrawCharts);
 document.addEventListener("htmx:afterSettle", facetDrawCharts);
+
+// A <select data-autosubmit> submits its form when changed: the Content-Security-Policy allows no
+// inline handlers (onchange=...), so the behaviour lives here.
+document.addEventListener("change", function (ev) {
+  var el = ev.target;
+  if (el && el.matches && el.matches("select[data-autosubmit]") && el.form) el.form.submit();
+});
+
+// A form with data-confirm asks first (undo, and other steps that are not taken back lightly); the
+// question is the attribute's text. Without JavaScript the form submits as it is.
+document.addEventListener("submit", function (ev) {
+  var form = ev.target;
+  if (form && form.dataset && form.dataset.confirm && !window.confirm(form.dataset.confirm)) ev.preventDefault();
+}, true);

@@ -14,7 +14,7 @@ def test_a_reviewer_searches_the_corpus_and_overrides_a_category(page):
     page.click("text=Skills")
     page.fill("input[name=q]", "sqlite")
     # htmx swaps the results in place as the reviewer types
-    page.wait_for_function("!document.querySelector('#results').innerText.includes('markdown-toc')")
+    page.wait_for_function("() => !document.querySelector('#results').innerText.includes('markdown-toc')")
     assert "csv-to-sqlite-report" in page.inner_text("#results")
     assert "q=sqlite" in page.url  # the filtered list is a shareable URL
     page.click("text=csv-to-sqlite-report")

@@ -25,7 +25,7 @@ def test_filter_the_list_open_a_task_switch_tabs_and_read_a_diff(page, make_run)
     # a status chip filters in place (htmx) and the query lands in the URL
     page.locator("#status-chips label", has_text="Validated").click()
     page.wait_for_url(re.compile(r"status=validated"))
-    page.wait_for_function("document.querySelectorAll('table.tasks tbody tr').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('table.tasks tbody tr').length === 1")
     assert page.locator("b.total").inner_text() == "1"
     page.fill("input[name=q]", "paid orders")
     page.wait_for_url(re.compile(r"q=paid\+orders"))

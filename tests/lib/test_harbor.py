@@ -263,10 +263,15 @@ def test_reads_schema_1_x_toml_and_keeps_unmodelled_keys(tmp_path):
     assert read_task_dir(dest) == bundle
 
 
-def test_legacy_sizes_convert_and_hash_the_same(tmp_path):
+def test_legacy_sizes_convert_and_the_text_is_what_is_hashed(tmp_path):
+    # Issue 17: an imported task.toml comes back byte-identical, so its text (not its canonical form)
+    # is what the content hash covers; the typed config still reads "2G" and "2048M" the same.
     a = read_task_dir(make_task(tmp_path / "a", TB20_TOML))
     b = read_task_dir(make_task(tmp_path / "b", TB20_TOML.replace('memory = "2G"', 'memory = "2048M"')))
-    assert a.config == b.config and a.files == b.files and content_hash(a) == content_hash(b)
+    assert a.config == b.config and a.files == b.files
+    assert canonical_task_toml(a) == canonical_task_toml(b)
+    assert content_hash(a) != content_hash(b)
+    assert content_hash(a) == content_hash(read_task_dir(write_task_dir(a, tmp_path / "out" / "a")))
 
 
 # ---- errors ----------------------------------------------------------------------------------------
@@ -380,6 +385,8 @@ TB1_RUN_TESTS = b"""#!/bin/bash
 if [ "$EARLY" = 1 ]; then exit 3; fi
 source $TEST_DIR/helper.sh
 test -f "${TEST_DIR}/test_outputs.py"
+echo "=========================== short test summary info ============================"
+echo "PASSED tests/test_outputs.py::test_x"
 """
 
 

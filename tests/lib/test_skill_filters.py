@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from facet_site.lib.skill_filters import KINDS, NON_ACTIONABLE, PRIVATE, UNREADABLE, UNSAFE, Finding, evaluate
+from facet_site.lib.skill_filters import KINDS, NON_ACTIONABLE, PRIVATE, UNREADABLE, UNSAFE, Finding, evaluate, requirements
 from facet_site.lib.skillformat import ParsedSkill, discover, parse_skill_dir
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "openclaw-sample"
@@ -368,3 +368,101 @@ def test_sample_corpus_verdicts(capsys):
     assert per_kind[UNSAFE] <= 0.01 * len(skills)
     assert of_kind(verdicts["shawnpana/spotify-cli"], PRIVATE)
     assert not of_kind(verdicts["0xterrybit/openocean"], NON_ACTIONABLE)
+
+
+# --------------------------------------------------------------------------------------------
+# private: required vs optional credentials, requirements stated in prose (skill_requirements)
+# --------------------------------------------------------------------------------------------
+
+
+ENV_FRONT = "---\nname: w\ndescription: weather\nmetadata: {\"openclaw\": {\"requires\": {\"env\": [\"WEATHER_API_KEY\"]}}}\n---\n"
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("Set `WEATHER_API_KEY` (optional) for higher limits.", "optional"),
+        ("If you have a WEATHER_API_KEY, export it to get hourly data.", "if you have"),
+        ("Works without an API key in free mode; a key adds radar maps.", "no-key path"),
+        ("No API key required for the basic forecast.", "no-key path"),
+    ],
+)
+def test_an_optional_key_or_a_free_mode_is_not_private_but_is_recorded(tmp_path, text, why):
+    skill = skill_from(tmp_path, bash("curl https://api.weather.example/today") + "\n" + text + "\n", front=ENV_FRONT)
+
+    assert of_kind(evaluate(skill), PRIVATE) == []
+    found = requirements(skill)
+    [req] = found.items
+    assert (req.name, req.required, req.source, req.line) == ("WEATHER_API_KEY", False, "frontmatter", 4)
+    assert req.optional_because
+    if why == "no-key path":
+        assert found.no_key_path and found.no_key_line == 12
+    else:
+        assert "optional" in req.optional_because
+
+
+def test_a_declared_key_without_optional_wording_stays_required(tmp_path):
+    skill = skill_from(tmp_path, bash("curl https://api.weather.example/today"), front=ENV_FRONT)
+    [hit] = of_kind(evaluate(skill), PRIVATE)
+    assert hit.reason == "requires secret WEATHER_API_KEY"
+    req = requirements(skill).to_dict()
+    assert req["no_key_path"] is False and req["requirements"][0]["required"] is True
+
+
+@pytest.mark.parametrize(
+    "text, reason, line",
+    [
+        ("Needs env: OPENAI_API_KEY", "requires secret OPENAI_API_KEY", 11),
+        ("Required environment variables: NOTION_TOKEN, NOTION_DB", "requires secret NOTION_TOKEN", 11),
+        ("- API key (required): create one in the dashboard.", "requires an API key (stated in prose)", 11),
+        ("You'll need a personal access token from the settings page.", "requires an API key (stated in prose)", 11),
+        ("An API key is required for every call.", "requires an API key (stated in prose)", 11),
+    ],
+)
+def test_requirements_stated_only_in_prose_are_private(tmp_path, text, reason, line):
+    skill = skill_from(tmp_path, bash("curl https://api.example.com/v1/items") + "\n" + text + "\n")
+    [hit] = of_kind(evaluate(skill), PRIVATE)
+    assert (hit.reason, hit.line) == (reason, line)
+    [req] = requirements(skill).required
+    assert req.source == "prose" and req.path == "SKILL.md"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["No API key is needed; the endpoint is public.", "This tool does not need an API key.",
+     "Needs env: OUTPUT_DIR", "An API key is optional and only raises the rate limit."],
+)
+def test_prose_that_needs_no_key_is_not_private(tmp_path, text):
+    skill = skill_from(tmp_path, bash("curl https://api.example.com/v1/items") + "\n" + text + "\n")
+    assert of_kind(evaluate(skill), PRIVATE) == []
+
+
+# --------------------------------------------------------------------------------------------
+# non_actionable: plain steps that name tools, commands, files or formats (skill_steps)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "## Steps\n\n1. Parse each line of access.log with awk and keep the status field.\n2. Count the codes and write them to codes.csv.\n",
+        "- Convert the spreadsheet to CSV.\n- Load it with sqlite3 and run the monthly totals query.\n",
+        "1. Read the JSON export.\n2. Validate every record against `schema.json`.\n3. Report failures as Markdown.\n",
+    ],
+)
+def test_plain_steps_naming_tools_files_or_formats_are_actionable(tmp_path, body):
+    skill = skill_from(tmp_path, body)
+    assert of_kind(evaluate(skill), NON_ACTIONABLE) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "You are a kind and patient writing coach.\n\n- Be warm and encouraging\n- Ask one question at a time\n- Make sure to praise progress\n",
+        "# Negotiation advice\n\n1. Listen more than you talk.\n2. Sort out what the other side wants.\n3. Head into the meeting calm.\n",
+        "1. Save the summary as a PDF.\n2. Thank the user.\n",
+    ],
+)
+def test_persona_and_chat_advice_are_not_actionable(tmp_path, body):
+    skill = skill_from(tmp_path, body)
+    assert [f.kind for f in evaluate(skill)] == [NON_ACTIONABLE]

@@ -559,3 +559,87 @@ def test_static_task_defects_is_clean_on_a_clean_task_and_routes_each_check():
     ("pypi.org", True), ("8.8.8.8", True), ("deb.debian.org", True)])
 def test_remote_hosts_are_told_from_the_tasks_own(host, remote):
     assert td.is_remote_host(host) is remote
+
+
+# ---------------------------------------------------------------------------- validation's static checks
+# The false alarms of issue 17, and the defect detectors wired into validation.static_checks.
+
+from facet_site.lib.validation import instruction_paths, leak_search_roots, static_checks  # noqa: E402
+
+STATIC_TASK = {
+    "instruction.md": "In /app, sort data/orders.csv and write out/report.csv.\n",
+    "task.toml": 'version = "1.0"\n',
+    "environment/Dockerfile": "FROM facet-base:bookworm\nWORKDIR /app\nCOPY data /app/data\n",
+    "environment/data/orders.csv": "id,amount\n2,5\n1,3\n",
+    "solution/solve.sh": "#!/bin/bash\ncd /app\nmkdir -p out\nsort data/orders.csv > out/report.csv\n",
+    "tests/test.sh": "#!/bin/bash\npython3 -m pytest /tests/test_outputs.py && echo 1 > /logs/verifier/reward.txt"
+                     " || echo 0 > /logs/verifier/reward.txt\n",
+    "tests/test_outputs.py": "def test_report():\n    assert open('/app/out/report.csv').read().startswith('1,3')\n",
+}
+
+
+def _static(tmp_path, **changes) -> list[dict]:
+    for rel, text in {**STATIC_TASK, **{k.replace("__", "/").replace("_DOT_", "."): v for k, v in changes.items()}}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return static_checks(tmp_path)
+
+
+def _checks(findings) -> list[str]:
+    return [f["check"] for f in findings]
+
+
+def test_static_checks_of_a_clean_task_find_nothing(tmp_path):
+    assert _static(tmp_path) == []
+
+
+def test_a_path_named_relative_to_the_working_directory_is_named(tmp_path):
+    # "out/report.csv" in /app names /app/out/report.csv; the sentence's period is not part of a path
+    assert "path_not_in_instruction" not in _checks(_static(tmp_path))
+    assert _checks(_static(tmp_path, instruction_DOT_md="Write /app/out/report.csv.\n")) == []
+    unnamed = _static(tmp_path, instruction_DOT_md="Write the report somewhere sensible.\n")
+    assert "path_not_in_instruction" in _checks(unnamed)
+
+
+def test_tests_looking_under_solution_are_fine_when_the_instruction_asks_for_it(tmp_path):
+    tests = "def test_it():\n    assert open('/solution/answer.txt').read()\n"
+    assert "tests_use_solution" in _checks(_static(tmp_path, tests__test_outputs_DOT_py=tests))
+    told = "Write your answer to /solution/answer.txt.\n"
+    assert "tests_use_solution" not in _checks(_static(tmp_path, tests__test_outputs_DOT_py=tests,
+                                                       instruction_DOT_md=told))
+    # running solve.sh stays an error whatever the instruction says
+    runs = "import subprocess\nsubprocess.run(['bash', '/solution/solve.sh'])\n"
+    assert "tests_use_solution" in _checks(_static(tmp_path, tests__test_outputs_DOT_py=runs, instruction_DOT_md=told))
+
+
+def test_test_dir_set_by_the_tb1_converter_is_no_warning(tmp_path):
+    converted = "#!/bin/bash\nexport TEST_DIR=/tests\npytest $TEST_DIR/test_outputs.py\necho 1 > /logs/verifier/reward.txt\n"
+    assert "test_dir_variable" not in _checks(_static(tmp_path, tests__test_DOT_sh=converted))
+    relying = "#!/bin/bash\npytest $TEST_DIR/test_outputs.py\necho 1 > /logs/verifier/reward.txt\n"
+    assert "test_dir_variable" in _checks(_static(tmp_path, tests__test_DOT_sh=relying))
+
+
+def test_an_install_in_a_helper_script_that_test_sh_runs_is_an_error_with_its_line(tmp_path):
+    test_sh = STATIC_TASK["tests/test.sh"].replace("#!/bin/bash\n", "#!/bin/bash\nbash /tests/setup.sh\n")
+    found = _static(tmp_path, tests__test_DOT_sh=test_sh, tests__setup_DOT_sh="#!/bin/bash\npip install pandas==2.2.2\n")
+    network = [f for f in found if f["check"] == td.GRADE_TIME_NETWORK]
+    assert network and network[0]["severity"] == "error"
+    assert (network[0]["file"], network[0]["line"], network[0]["evidence"]) == (
+        "tests/setup.sh", 2, "pip install pandas==2.2.2")
+    assert "grade_time_install" not in _checks(found)  # the old test.sh-only warning is gone
+
+
+def test_static_checks_include_the_file_defect_detectors(tmp_path):
+    revealing = STATIC_TASK["instruction.md"] + ("\n```\nsort data/orders.csv > out/report.csv\n"
+                                                 "sort -r data/orders.csv > out/rev.csv\nwc -l data/orders.csv > out/count.txt\n```\n")
+    found = _static(tmp_path, instruction_DOT_md=revealing, solution__solve_DOT_sh=(
+        "#!/bin/bash\ncd /app\nmkdir -p out\nsort data/orders.csv > out/report.csv\nsort -r data/orders.csv > out/rev.csv\n"
+        "wc -l data/orders.csv > out/count.txt\n"))
+    assert td.INSTRUCTION_REVEALS_SOLUTION in _checks(found)
+
+
+def test_instruction_paths_and_the_leak_search_roots():
+    assert instruction_paths("Read data/orders.csv and /app/in/customers.csv. Write out/report.csv.") == [
+        "/app/in/customers.csv", "data/orders.csv", "out/report.csv"]
+    roots = leak_search_roots("FROM x\nWORKDIR /app\nCOPY seed /srv/seed\nCOPY a.txt b/\n", None)
+    assert roots == ["/srv/seed", "/app/b"]

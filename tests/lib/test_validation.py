@@ -105,6 +105,9 @@ def make_task(root: Path, *, solve: str = GOOD_SOLVE, tests: str = GOOD_TESTS,
 
 def validate(client, task_dir: Path, **kwargs) -> v.ValidationReport:
     kwargs.setdefault("timeouts", QUICK)
+    # one run of each trial: these tests are about what one trial sees; repeated runs (the
+    # default, 2) are tested with the good task and in tests/tasks/test_validation_defects.py
+    kwargs.setdefault("trial_runs", 1)
     kwargs.setdefault("limits", SMALL)
     return v.validate_task(client, task_dir, base_image=de.BASE_IMAGE_TAG, owner=OWNER, **kwargs)
 
@@ -115,12 +118,14 @@ def validate(client, task_dir: Path, **kwargs) -> v.ValidationReport:
 def test_a_good_task_is_accepted_with_all_trials(client, base_image, tmp_path, no_leftovers):
     task = make_task(tmp_path / "task")
     logs = tmp_path / "logs"
-    report = validate(client, task, keep_logs_dir=logs)
+    report = validate(client, task, keep_logs_dir=logs, trial_runs=2)
 
     assert report.accepted, (report.failure, report.reason)
     assert report.failure is None and report.image_tag.startswith("facet-env:")
-    assert [t.name for t in report.trials] == ["nop", "oracle", "partial_1", "partial_2"]
-    nop, oracle, *partials = report.trials
+    # the nop and the oracle run twice each by default (a flaky verifier would disagree with itself)
+    assert [t.name for t in report.trials] == ["nop", "nop_2", "oracle", "oracle_2", "partial_1", "partial_2"]
+    nop, _nop2, oracle, _oracle2, *partials = report.trials
+    assert report.flaky == [] and report.settings["trial_runs"] == 2
     assert nop.reward == 0 and nop.passed and nop.fs_diff is None
     assert oracle.reward == 1 and oracle.passed and oracle.solution_exit_code == 0
     assert all(p.reward is not None and p.reward < 1 and p.passed for p in partials)
@@ -153,7 +158,7 @@ def test_a_good_task_is_accepted_with_all_trials(client, base_image, tmp_path, n
     assert (logs / "trial_nop" / "verifier.log").read_text()
     assert "partial solution" in (logs / "trial_partial_1" / "solve.sh").read_text()
     saved = json.loads((logs / "report.json").read_text())
-    assert saved["accepted"] is True and len(saved["trials"]) == 4
+    assert saved["accepted"] is True and len(saved["trials"]) == 6
     print(f"\nvalidation of the tiny task: build {report.build_seconds:.2f} s, "
           + ", ".join(f"{t.name} {t.total_seconds:.2f} s" for t in report.trials)
           + f", total {report.total_seconds:.2f} s")

@@ -34,7 +34,7 @@ def corpus(db):
 
 def run_over_http(url, tmp_path, **limits):
     cassette = tmp_path / "run.cassette.jsonl"
-    run = services.start_run(name="http", enqueue=False, config={
+    run = services.start_run(name="http", enqueue=False, trusted=True, config={
         "limits": {"max_pairs": 12, **limits},
         "llm": {"provider": "openai", "base_url": url, "model": "scripted", "record": str(cassette)},
     })
@@ -80,7 +80,7 @@ def test_a_run_turns_skills_into_judged_pairs_and_reconstructed_scenarios(corpus
 def test_a_cassette_replays_the_run_without_the_server(corpus, tmp_path):
     with scripted_llm.ScriptedLLMServer() as url:
         first, cassette = run_over_http(url, tmp_path)
-    replayed = services.start_run(name="replay", enqueue=False, config={
+    replayed = services.start_run(name="replay", enqueue=False, trusted=True, config={
         "limits": {"max_pairs": 12}, "llm": {"provider": "replay", "cassette": str(cassette), "model": "scripted"}})
     replayed = services.execute_run_inline(replayed.pk)
     assert replayed.status == RunStatus.SUCCEEDED
@@ -106,7 +106,7 @@ def test_invalid_model_output_fails_the_item_and_keeps_the_raw_response(corpus, 
 
 
 def test_an_endpoint_that_is_down_leaves_a_clear_recorded_state(corpus, tmp_path, settings):
-    run = services.start_run(name="down", enqueue=False, config={
+    run = services.start_run(name="down", enqueue=False, trusted=True, config={
         "limits": {"max_pairs": 5}, "llm": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}})
     from facet_site.lib.llm import TransientLLMError
     item = RunSkill.objects.filter(run=run).first()
@@ -122,7 +122,7 @@ def test_an_endpoint_that_is_down_leaves_a_clear_recorded_state(corpus, tmp_path
 
 def test_a_redelivered_job_makes_no_duplicate_records(corpus, tmp_path):
     with scripted_llm.ScriptedLLMServer() as url:
-        run = services.start_run(name="redeliver", enqueue=False, config={
+        run = services.start_run(name="redeliver", enqueue=False, trusted=True, config={
             "llm": {"provider": "openai", "base_url": url, "model": "scripted"}})
         services.advance_run(run.pk)
         item = RunSkill.objects.filter(run=run).first()
@@ -135,7 +135,7 @@ def test_a_redelivered_job_makes_no_duplicate_records(corpus, tmp_path):
 
 
 def test_a_cancelled_run_takes_no_more_items(corpus):
-    run = services.start_run(name="cancel", enqueue=False, config={"llm": {"provider": "replay", "cassette": "/nonexistent"}})
+    run = services.start_run(name="cancel", enqueue=False, trusted=True, config={"llm": {"provider": "replay", "cassette": "/nonexistent"}})
     services.advance_run(run.pk)
     services.cancel_run(run=run)
     item = RunSkill.objects.filter(run=run).first()
@@ -165,7 +165,7 @@ def test_bad_run_configuration_is_refused_naming_the_field(corpus, config, messa
 
 
 def test_reference_pair_jsonl_imports_at_the_judge_stage_and_exports(corpus):
-    run = services.start_run(name="import", enqueue=False, config={})
+    run = services.start_run(name="import", enqueue=False, trusted=True, config={})
     lines = [
         json.dumps({"pair_id": "p1", "skill_ids": [corpus[0].key, corpus[1].key], "skill_summaries": ["a", "b"],
                     "scenario_texts": ["Use both"], "quality": {"overall_status": "ACCEPTED"}}),
@@ -191,7 +191,7 @@ def test_reference_pair_jsonl_imports_at_the_judge_stage_and_exports(corpus):
 
 def test_a_stage_profile_overrides_the_model_for_that_stage(corpus, tmp_path):
     with scripted_llm.ScriptedLLMServer() as url:
-        run = services.start_run(name="profiles", enqueue=False, config={
+        run = services.start_run(name="profiles", enqueue=False, trusted=True, config={
             "limits": {"max_pairs": 3},
             "llm": {"provider": "openai", "base_url": url, "model": "small-model",
                     "profiles": {"judge": {"model": "strong-model"}}}})
@@ -208,14 +208,14 @@ def test_a_run_finished_on_the_workers_hands_its_id_to_the_job_the_settings_name
     sent = []
     monkeypatch.setattr(app, "send_task", lambda name, args=None, kwargs=None, **options: sent.append((name, list(args))))
     settings.FACET_CONSTRUCTION_JOB = "elsewhere.jobs.build"
-    run = services.start_run(name="auto", enqueue=False, config={"construction": {"auto": True}})
+    run = services.start_run(name="auto", enqueue=False, trusted=True, config={"construction": {"auto": True}})
     run.status = RunStatus.SUCCEEDED
     run.save(update_fields=["status"])
     with django_capture_on_commit_callbacks(execute=True):
         jobs.advance_run(run.pk)
         assert sent == []  # not before the commit
     assert sent == [("elsewhere.jobs.build", [run.pk])]
-    opted_out = services.start_run(name="manual", enqueue=False, config={"construction": {"auto": False}})
+    opted_out = services.start_run(name="manual", enqueue=False, trusted=True, config={"construction": {"auto": False}})
     opted_out.status = RunStatus.SUCCEEDED
     opted_out.save(update_fields=["status"])
     with django_capture_on_commit_callbacks(execute=True):
@@ -237,7 +237,7 @@ def test_advancing_a_run_queues_one_job_per_item_after_the_commit(corpus, monkey
 
     queued = []
     monkeypatch.setattr(jobs.llm_hypotheses, "apply_async", lambda args=None, kwargs=None, **kw: queued.append(args[0]))
-    run = services.start_run(name="queue", enqueue=False, config={"llm": {"provider": "replay", "cassette": "/nonexistent"}})
+    run = services.start_run(name="queue", enqueue=False, trusted=True, config={"llm": {"provider": "replay", "cassette": "/nonexistent"}})
     with django_capture_on_commit_callbacks(execute=True):
         services.advance_run(run.pk)
         assert queued == []

@@ -15,12 +15,12 @@ def test_a_run_started_from_the_api_service_finishes_on_a_worker(celery_worker, 
     skill_services.ingest_path(DEMO_CORPUS, label="demo")
     cassette = tmp_path / "demo.cassette.jsonl"
     with scripted_llm.ScriptedLLMServer() as url:
-        recorded = services.start_run(name="record", enqueue=False, config={
+        recorded = services.start_run(name="record", enqueue=False, trusted=True, config={
             "limits": {"max_pairs": 8}, "llm": {"provider": "openai", "base_url": url, "model": "scripted", "record": str(cassette)}})
         recorded = services.execute_run_inline(recorded.pk)
     assert recorded.status == RunStatus.SUCCEEDED
 
-    run = services.start_run(name="on a worker", config={
+    run = services.start_run(name="on a worker", trusted=True, config={
         "limits": {"max_pairs": 8}, "llm": {"provider": "replay", "cassette": str(cassette), "model": "scripted"},
         "construction": {"auto": False},  # this test stops at the repository; tests/tasks covers construction
     })

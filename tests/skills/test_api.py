@@ -128,7 +128,7 @@ API_ROUTES = {
     "/api/categories": {"get"}, "/api/exports": {"get", "post"}, "/api/exports/{export_id}": {"get"},
     "/api/exports/{export_id}/archive": {"get"}, "/api/funnel": {"get"}, "/api/imports": {"get", "post"},
     "/api/imports/{import_id}": {"get"}, "/api/pairs": {"get"}, "/api/pairs/export": {"get"},
-    "/api/pairs/import": {"post"}, "/api/pairs/{pair_id}": {"get"}, "/api/queue/next": {"get"},
+    "/api/pairs/import": {"post"}, "/api/pairs/{pair_id}": {"get"}, "/api/queue/next": {"post"},
     "/api/rollouts": {"get", "post"}, "/api/rollouts/import": {"post"}, "/api/rollouts/{batch_id}": {"get"},
     "/api/rollouts/{batch_id}/cancel": {"post"}, "/api/rollouts/{batch_id}/trajectories": {"get"},
     "/api/runs": {"get", "post"}, "/api/runs/{run_id}": {"get"}, "/api/runs/{run_id}/cancel": {"post"},
@@ -138,6 +138,13 @@ API_ROUTES = {
     "/api/tasks/{task_id}": {"get"}, "/api/tasks/{task_id}/decisions": {"get", "post"},
     "/api/tasks/{task_id}/lock": {"delete"}, "/api/tasks/{task_id}/validate": {"post"},
     "/api/trajectories/{trajectory_id}": {"get"},
+    # review by several reviewers (docs/review.md, "Review by several reviewers")
+    "/api/team/adjudication": {"get"}, "/api/team/agreement": {"get"}, "/api/team/assignments": {"post"},
+    "/api/team/gold": {"get", "post"}, "/api/team/gold/accuracy": {"get"}, "/api/team/gold/{task_id}": {"delete"},
+    "/api/team/guidelines": {"get", "post"}, "/api/team/policies": {"get", "post"},
+    "/api/team/policies/{policy_id}/next": {"post"}, "/api/team/reviewers": {"get"},
+    "/api/team/tasks/{task_id}/adjudication": {"post"}, "/api/team/tasks/{task_id}/consensus": {"get"},
+    "/api/team/tasks/{task_id}/lock": {"delete"},
 }
 
 

@@ -23,9 +23,13 @@ def test_the_sample_corpus_is_ingested_or_rejected_with_reasons():
     assert batch.status == IngestBatchStatus.SUCCEEDED, batch.message
 
     stored = Skill.objects.filter(batch=batch)
+    # Held skills are accounted for by their safety report: every one names the rule that fired.
+    held = list(stored.filter(status=SkillStatus.HELD))
+    assert all(s.safety_level == "suspicious" and s.safety_report["findings"] for s in held)
     accounted = stored.filter(status=SkillStatus.ACCEPTED).count() + stored.filter(
-        status=SkillStatus.REJECTED, verdicts__isnull=False).distinct().count()
+        status=SkillStatus.REJECTED, verdicts__isnull=False).distinct().count() + len(held)
     assert accounted >= 0.98 * len(dirs), (accounted, len(dirs), batch.summary)
+    assert stored.filter(safety_level="unsafe", verdicts__kind="unsafe").distinct().count() >= 7
 
     # every file that did not become a skill is named with its reason
     for problem in batch.problems.filter(severity="error"):

@@ -45,9 +45,10 @@ def test_a_task_passes_validation_the_first_time(engine, make_run, llm_url):
     assert validation.accepted and validation.build_cached  # built once, by the build step
     assert validation.image_tag == build.image_tag
     kinds = list(validation.trials.values_list("kind", "reward", "passed"))
-    assert kinds[:2] == [("nop", 0.0, True), ("oracle", 1.0, True)]
-    assert [k for k, _, _ in kinds[2:]] == ["partial", "partial"]
-    oracle = validation.trials.get(kind="oracle")
+    # the nop and the oracle run twice each (FACET_VALIDATION_TRIAL_RUNS), then the partials
+    assert kinds[:4] == [("nop", 0.0, True), ("nop", 0.0, True), ("oracle", 1.0, True), ("oracle", 1.0, True)]
+    assert [k for k, _, _ in kinds[4:]] == ["partial", "partial"]
+    oracle = validation.trials.get(kind="oracle", index=0)
     assert oracle.tests.count() == 3 and set(oracle.tests.values_list("outcome", flat=True)) == {"passed"}
     assert "/app/out/report.csv" in oracle.fs_diff["added"] and oracle.seconds > 0
     # every generation step was an LLM call naming its stage, subject and prompt version
@@ -62,7 +63,7 @@ def test_a_verifier_that_passes_the_nop_trial_is_repaired_without_rebuilding(eng
     assert task.status == TaskStatus.VALIDATED, task.message
     first, second = task.versions.order_by("number")
     failed = first.validations.get()
-    assert failed.failure == "nop_unexpected_pass" and failed.trials.get(kind="nop").reward == 1.0
+    assert failed.failure == "nop_unexpected_pass" and failed.trials.get(kind="nop", index=0).reward == 1.0
     [repair] = task.repairs.all()
     assert (repair.artifact, repair.routed_by, repair.failure) == ("verifier", "rule", "nop_unexpected_pass")
     assert repair.from_version == first and repair.to_version == second and repair.outcome == RepairOutcome.FIXED
@@ -91,7 +92,7 @@ def test_a_failing_solution_is_fixed_by_solution_repair(engine, make_run, llm_ur
     [repair] = task.repairs.all()
     assert (repair.artifact, repair.failure, repair.outcome) == ("solution", "solution_failed", "fixed")
     first = repair.from_version.validations.get()
-    assert first.trials.get(kind="oracle").solution_exit_code == 1
+    assert first.trials.get(kind="oracle", index=0).solution_exit_code == 1
     changed = {p for p in repair.to_version.files if repair.to_version.files[p] != repair.from_version.files.get(p)}
     assert changed == {"solution/solve.sh", "task.toml"}
 
@@ -199,7 +200,7 @@ def test_a_solution_that_never_ends_is_stopped_and_recorded(engine, tmp_path, ca
     call_command("validate", "--import", str(path))
     validation = Validation.objects.get()
     assert not validation.accepted and validation.failure == "solution_timeout"
-    oracle = validation.trials.get(kind="oracle")
+    oracle = validation.trials.get(kind="oracle", index=0)
     assert oracle.failure == "solution_timeout" and oracle.seconds < 30
     task = Task.objects.get(imported=True)
     assert task.status == TaskStatus.DISCARDED and "solution_timeout" in task.discard_reason
@@ -223,7 +224,7 @@ def test_a_solution_printing_a_flood_is_capped_and_still_graded(engine, tmp_path
     call_command("validate", "--import", str(path))
     validation = Validation.objects.get()
     assert validation.accepted, validation.reason
-    oracle = validation.trials.get(kind="oracle")
+    oracle = validation.trials.get(kind="oracle", index=0)
     assert len(oracle.solution_output) < 40_000 and "facet" in oracle.solution_output
 
 
@@ -235,7 +236,7 @@ def test_a_verifier_that_never_writes_a_reward_is_recorded_as_such(engine, tmp_p
     call_command("validate", "--import", str(path))
     validation = Validation.objects.get()
     assert not validation.accepted and validation.failure in ("verifier_no_reward", "static_check_failed")
-    assert validation.trials.get(kind="nop").failure == "verifier_no_reward"
+    assert validation.trials.get(kind="nop", index=0).failure == "verifier_no_reward"
 
 
 def test_an_engine_that_breaks_mid_validation_leaves_the_task_waiting_then_it_resumes(engine, make_run, llm_url,
@@ -274,7 +275,7 @@ def test_full_logs_of_trials_and_builds_download_from_the_task_page(engine, make
     run, [task] = construct(make_run, llm_url, "build-fail")
     client = client_as("viewer")
     page = client.get(f"/tasks/{task.pk}/").content.decode()
-    oracle = Trial.objects.get(version=task.current_version, kind="oracle")
+    oracle = Trial.objects.get(version=task.current_version, kind="oracle", index=0)
     assert f"/tasks/trials/{oracle.pk}/logs/verifier.log" in page
     verifier_log = b"".join(client.get(f"/tasks/trials/{oracle.pk}/logs/verifier.log").streaming_content)
     assert b"3 passed" in verifier_log

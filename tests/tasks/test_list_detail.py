@@ -254,7 +254,7 @@ def test_htmx_gets_the_results_partial_with_fresh_counts(task, client_as):
     html = page_of(client, "/tasks/?status=validated", HTTP_HX_REQUEST="true")
     assert html.lstrip().startswith('<div id="results">') and "<html" not in html and "Funnel" not in html
     assert 'id="status-chips" class="status-chips" role="group" aria-label="Status" hx-swap-oob="true"' in html
-    response = client.get("/tasks/?q=&run=&status=validated&cols=name&cols=status&cols=review&cols=run&cols=tests"
+    response = client.get("/tasks/?q=&run=&status=validated&cols=name&cols=status&cols=review&cols=run&cols=findings&cols=tests"
                           "&cols=repairs&cols=pass&cols=version&cols=note&tests_min=&page=1", HTTP_HX_REQUEST="true")
     assert response["HX-Push-Url"] == "/tasks/?status=validated"  # the URL worth sharing, not every empty field
     # a form submitted without JavaScript lands on the same URL

@@ -122,18 +122,19 @@ def test_bulk_decisions_say_what_would_happen_then_apply(run, as_role):
 
 def test_the_queue_api_hands_out_locked_tasks_one_reviewer_each(run, users, as_role):
     first, second = make_task(run, name="q1"), make_task(run, name="q2")
-    assert as_role("viewer").get("/api/queue/next").status_code == 403
-    got = as_role("reviewer").get("/api/queue/next").json()
+    assert as_role("viewer").post("/api/queue/next").status_code == 403
+    assert as_role("reviewer").get("/api/queue/next").status_code == 405  # taking a lock is never a GET
+    got = as_role("reviewer").post("/api/queue/next").json()
     assert got["task_id"] == second.pk and got["position"] == 1 and got["total"] == 2
     assert got["queue"] == review.DEFAULT_QUEUE and got["content_hash"] == second.current_version.content_hash
-    other = as_role("admin").get("/api/queue/next").json()
+    other = as_role("admin").post("/api/queue/next").json()
     assert other["task_id"] == first.pk
-    assert as_role("reviewer").get("/api/queue/next", after=second.pk).status_code == 204  # the only other is locked
+    assert as_role("reviewer").post("/api/queue/next", {"after": second.pk}).status_code == 204  # the only other is locked
     assert ReviewLock.objects.get(task=second).holder == users["reviewer"]
     assert as_role("reviewer").delete(f"/api/tasks/{second.pk}/lock").status_code == 204
     assert not ReviewLock.objects.filter(task=second).exists()
     assert as_role("viewer").delete(f"/api/tasks/{second.pk}/lock").status_code == 403
-    custom = as_role("reviewer").get("/api/queue/next", query="status=validated&sort=id").json()
+    custom = as_role("reviewer").post("/api/queue/next", {"query": "status=validated&sort=id"}).json()
     assert custom["task_id"] == second.pk and custom["queue"] == "status=validated&sort=id"
 
 
@@ -143,3 +144,15 @@ def test_session_posts_to_the_api_need_the_csrf_token(task, users):
     response = client.post(f"/api/tasks/{task.pk}/decisions", {"verdict": "approve"}, content_type="application/json")
     assert response.status_code == 403 and not Decision.objects.exists()
     assert client.get(f"/api/tasks/{task.pk}/decisions").status_code == 200
+
+
+def test_taking_the_next_queue_task_with_a_session_needs_the_csrf_token(task, users):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(users["reviewer"])
+    assert client.get("/api/queue/next").status_code == 405
+    refused = client.post("/api/queue/next", {}, content_type="application/json")
+    assert refused.status_code == 403 and not ReviewLock.objects.exists()
+    client.get("/tasks/queue/")  # any page sets the CSRF cookie
+    token = client.cookies["csrftoken"].value
+    taken = client.post("/api/queue/next", {}, content_type="application/json", HTTP_X_CSRFTOKEN=token)
+    assert taken.status_code == 200 and ReviewLock.objects.get().holder == users["reviewer"]

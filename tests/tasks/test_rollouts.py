@@ -629,11 +629,11 @@ def test_rollouts_run_in_docker_recorded_from_the_scripted_model_and_replayed(tm
     task = make_task(tmp_path)
     cassette = tmp_path / "rollout.cassette.jsonl"
     with scripted_llm.ScriptedLLMServer() as url:
-        recorded = rollouts.create_batch(query=f"ids={task.pk}", model="scripted", attempts=2, max_turns=6,
+        recorded = rollouts.create_batch(trusted=True, query=f"ids={task.pk}", model="scripted", attempts=2, max_turns=6,
                                          timeout_s=120, llm={"provider": "openai", "base_url": url,
                                                              "record": str(cassette)})
         recorded = rollouts.run_batch(recorded.pk)
-        wrong = rollouts.create_batch(query=f"ids={task.pk}", model="scripted-wrong", attempts=1, max_turns=6,
+        wrong = rollouts.create_batch(trusted=True, query=f"ids={task.pk}", model="scripted-wrong", attempts=1, max_turns=6,
                                       timeout_s=120, llm={"provider": "openai", "base_url": url})
         wrong = rollouts.run_batch(wrong.pk)
     assert recorded.status == RolloutBatchStatus.DONE, recorded.message
@@ -653,7 +653,7 @@ def test_rollouts_run_in_docker_recorded_from_the_scripted_model_and_replayed(tm
     task.refresh_from_db()
     assert (task.n_rollouts, task.pass_rate) == (3, pytest.approx(2 / 3))
     # the recorded turns replay without any server, into another batch
-    replayed = rollouts.create_batch(query=f"ids={task.pk}", model="scripted", attempts=2, max_turns=6, timeout_s=120,
+    replayed = rollouts.create_batch(trusted=True, query=f"ids={task.pk}", model="scripted", attempts=2, max_turns=6, timeout_s=120,
                                      llm={"provider": "replay", "cassette": str(cassette)})
     replayed = rollouts.run_batch(replayed.pk)
     assert [(t.passed, t.n_turns) for t in replayed.trajectories.order_by("attempt")] == [(True, 3), (True, 3)]
@@ -684,7 +684,7 @@ def test_a_batch_runs_on_a_docker_worker(tmp_path, engine, docker_worker, monkey
     from django.db import transaction
 
     with transaction.atomic():
-        batch = rollouts.create_batch(query=f"ids={task.pk}", model="recorded", attempts=1, max_turns=5,
+        batch = rollouts.create_batch(trusted=True, query=f"ids={task.pk}", model="recorded", attempts=1, max_turns=5,
                                       timeout_s=120, llm={"provider": "replay", "cassette": str(cassette)})
         rollouts.start_batch(batch)
     deadline = time.monotonic() + 240

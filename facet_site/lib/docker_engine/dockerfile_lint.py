@@ -38,7 +38,7 @@ def _is_secret_name(name: str) -> bool:
     return any(word in upper for word in _SECRET_NAME_WORDS)
 
 
-def _dockerfile_instructions(text: str) -> list[tuple[int, str, str]]:
+def dockerfile_instructions(text: str) -> list[tuple[int, str, str]]:
     """(first line number, INSTRUCTION, arguments) with continuations joined and comments gone."""
     escape = "\\"
     lines = text.splitlines()
@@ -74,7 +74,7 @@ def _dockerfile_instructions(text: str) -> list[tuple[int, str, str]]:
     return result
 
 
-def _split_copy_args(args: str) -> tuple[list[str], list[str]]:
+def split_copy_args(args: str) -> tuple[list[str], list[str]]:
     """(flags, paths) of a COPY/ADD, in either the JSON or the whitespace form."""
     flags: list[str] = []
     rest = args
@@ -126,7 +126,7 @@ def lint_dockerfile(text: str, base_image: str = BASE_IMAGE_TAG) -> list[str]:
     are baked in, and nothing is fetched by ADD from a URL (not reproducible, not linted).
     """
     problems: list[str] = []
-    instructions = _dockerfile_instructions(text)
+    instructions = dockerfile_instructions(text)
     stages: list[str] = []
     seen_from = False
     for line, instruction, args in instructions:
@@ -139,8 +139,12 @@ def lint_dockerfile(text: str, base_image: str = BASE_IMAGE_TAG) -> list[str]:
                                 f"({base_image}), not through a variable")
             elif image.lower() not in [s.lower() for s in stages] and image != base_image:
                 what = "the first FROM" if not seen_from else "every stage"
+                fix = (f"no registry is reachable, so {image} is built here only from a local copy: "
+                       f"load it with `facet images load FILE.tar` (from `docker save {image}`) or map it "
+                       "to a local image with FACET_IMAGE_MAP / `import-tasks --image-map`; "
+                       f"a generated environment builds on {base_image}") if image else "name an image"
                 problems.append(f"{where}: FROM {image or '(nothing)'}: {what} must start from "
-                                f"{base_image} (no registry is reachable; build on the base image)")
+                                f"{base_image} ({fix})")
             if len(tokens) >= 3 and tokens[1].upper() == "AS":
                 stages.append(tokens[2])
             seen_from = True
@@ -148,7 +152,7 @@ def lint_dockerfile(text: str, base_image: str = BASE_IMAGE_TAG) -> list[str]:
         if not seen_from and instruction not in ("ARG",):
             problems.append(f"{where}: {instruction} before the first FROM")
         if instruction in ("COPY", "ADD"):
-            flags, paths = _split_copy_args(args)
+            flags, paths = split_copy_args(args)
             sources = paths[:-1]
             for source in sources:
                 if instruction == "ADD" and _REMOTE_SOURCE.search(source):

@@ -14,6 +14,7 @@ from typing import Iterable
 
 import yaml
 
+from facet_site.lib import task_defects
 from facet_site.lib.harbor.task_files import check_relpath, check_required_files, separate_verifier
 from facet_site.lib.harbor.task_format import (KNOWN_KEYS, NEWER_KEYS, TaskBundle, TaskFormatError,
                                                config_from_toml, schema_minor)
@@ -60,23 +61,6 @@ def _logical_lines(text: str, comment: str = "#") -> list[tuple[int, str]]:
     return out
 
 
-_INSTALL_RES = [
-    re.compile(r"\b(apt-get|apt|apk|yum|dnf|microdnf|zypper)\s+(?:-\S+\s+)*(install|add|update|upgrade)\b"),
-    re.compile(r"\bpip3?\s+(?:-\S+\s+)*install\b"),
-    re.compile(r"\bpython[0-9.]*\s+-m\s+pip\s+install\b"),
-    re.compile(r"\buv\s+(add|sync|init|pip\s+install|tool\s+install|python\s+install)\b"),
-    re.compile(r"\buv\s+run\b.*\s--with\b"),
-    re.compile(r"(^|[\s;&|(`])uvx\s"),
-    re.compile(r"\bnpm\s+(install|i|ci)\b"),
-    re.compile(r"\b(conda|mamba|micromamba)\s+install\b"),
-    re.compile(r"\b(gem|cargo|go)\s+install\b"),
-]
-_DOWNLOAD_RES = [
-    re.compile(r"\b(curl|wget)\b.*\b(https?|ftp)://"),
-    re.compile(r"\bgit\s+clone\b"),
-    re.compile(r"\bpip3?\s+download\b"),
-    re.compile(r"\b(urlopen|urlretrieve|requests\.(get|post))\s*\(\s*[\"'](https?|ftp)://"),
-]
 _REWARD_RE = re.compile(r"/logs/verifier/reward\.(txt|json)")
 _REWARD_LITERAL_RE = re.compile(r"^\s*(?:echo|printf)\s+[\"']?(-?[0-9.]+)[\"']?\s*>")
 _EXIT_RE = re.compile(r"(^|[\s;&|{(])exit(\s|;|$)")
@@ -335,13 +319,18 @@ class _Linter:
                 yield path, number, line
 
     def verifier_network(self) -> None:
-        for path, number, line in self._test_script_lines():
-            if any(r.search(line) for r in _INSTALL_RES):
-                self.add("verifier-runtime-install", "error", path,
-                         f"installs software at grade time: {line[:120]}", number)
-            if any(r.search(line) for r in _DOWNLOAD_RES):
-                self.add("verifier-network-download", "error", path,
-                         f"downloads at grade time: {line[:120]}", number)
+        # One owner: validation's detector (task_defects.grade_time_network) decides, under
+        # harbor lint's rule names.
+        tests = {p: t for p, t in self.in_dir("tests/").items()
+                 if not posixpath.basename(p).startswith("Dockerfile")}
+        for found in task_defects.grade_time_network(tests):
+            line = found["evidence"].strip()
+            if "installs at grade time" in found["message"]:
+                self.add("verifier-runtime-install", "error", found["file"],
+                         f"installs software at grade time: {line[:120]}", found["line"])
+            else:
+                self.add("verifier-network-download", "error", found["file"],
+                         f"downloads at grade time: {line[:120]}", found["line"])
 
     def test_leak(self) -> None:
         for path in _dockerfiles(self.b.files):
@@ -439,11 +428,17 @@ class _Linter:
         squashed = " ".join(instruction.split())
         solve = self.texts.get("solution/solve.sh")
         if solve:
-            for number, line in _logical_lines(solve):
-                cmd = " ".join(line.split())
-                if len(cmd) >= _MIN_LEAK_CHARS and cmd in squashed:
-                    self.add("instruction-leaks-solution", "warning", "instruction.md",
-                             f"contains solve.sh line {number} verbatim: {cmd[:80]}")
+            # validation's detector decides whether the instruction gives the solution away; a
+            # single long line found verbatim stays a warning below its threshold
+            if revealed := task_defects.instruction_reveals_solution(instruction, solve):
+                self.add("instruction-leaks-solution", "error", "instruction.md", revealed["message"],
+                         revealed["line"])
+            else:
+                for number, line in _logical_lines(solve):
+                    cmd = " ".join(line.split())
+                    if len(cmd) >= _MIN_LEAK_CHARS and cmd in squashed:
+                        self.add("instruction-leaks-solution", "warning", "instruction.md",
+                                 f"contains solve.sh line {number} verbatim: {cmd[:80]}")
         corpus = "\n".join(t for p, t in self.texts.items() if p.startswith(("tests/", "solution/")))
         seen: set[str] = set()
         for m in _ABS_PATH_RE.finditer(instruction):

@@ -13,12 +13,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from facet_site.lib.harbor.task_files import (check_relpath, check_required_files, collect_files,
+from facet_site.lib.harbor.task_files import (check_relpath, check_required_files, collect_tree, default_mode,
                                               read_small_file)
 from facet_site.lib.harbor.task_format import (DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_TOTAL_BYTES, TaskBundle,
                                                TaskFormatError, canonical_task_toml, config_from_toml,
                                                decode_utf8, locate_key, parse_toml, schema_minor)
-from facet_site.lib.harbor.tb1 import read_tb1_dir
+from facet_site.lib.harbor.tb1 import is_tb1_dir, read_tb1_dir
 
 HASH_SCHEME = "facet-task-sha256-v1"
 
@@ -37,8 +37,18 @@ def _bundle_entries(bundle: TaskBundle) -> dict[str, bytes]:
             raise TaskFormatError(path, f"file content must be bytes (got {type(data).__name__})")
         entries[key] = bytes(data)
     entries["instruction.md"] = bundle.instruction.encode("utf-8")
-    entries["task.toml"] = canonical_task_toml(bundle).encode("utf-8")
+    toml = bundle.toml_text if bundle.toml_text is not None else canonical_task_toml(bundle)
+    entries["task.toml"] = toml.encode("utf-8")
     return entries
+
+
+def _modes(bundle: TaskBundle, entries: dict[str, bytes]) -> dict[str, int]:
+    """Every entry's mode: the recorded one, else facet's default."""
+    recorded = {check_relpath(p): m & 0o777 for p, m in bundle.modes.items()}
+    unknown = sorted(set(recorded) - set(entries))
+    if unknown:
+        raise TaskFormatError(unknown[0], "has a recorded mode but is not a file of the task")
+    return {p: recorded.get(p, default_mode(p)) for p in entries}
 
 
 def content_hash(bundle: TaskBundle) -> str:
@@ -52,15 +62,25 @@ def content_hash(bundle: TaskBundle) -> str:
                  "<sha256 hex of the file bytes>  <path>\\n"
       content_hash = "sha256:" + sha256(manifest as UTF-8)
 
-    Not covered: the bundle name/task directory name, file modes (derived: *.sh are 0755), mtimes,
-    `source_format`/`notes`. task.toml enters in canonical form, so key order, comments and
-    formatting of a hand-written file do not matter, and `memory = "2G"` equals `memory = "2048M"`.
-    The canonical text is produced by tomli_w; a golden-value test guards against formatting drift.
+      then, only for a task read from disk: for each file whose mode is not the default
+      (0755 for *.sh, else 0644) "mode <octal>  <path>\n", and for each empty directory
+      "dir  <path>/\n" (both sorted by path), so a facet-made task hashes as it always did.
+
+    Not covered: the bundle name/task directory name, mtimes, `source_format`/`notes`. task.toml
+    enters as the text the task carries (`toml_text`, kept from an imported file so a round trip is
+    byte-faithful) or, for a facet-made task, in canonical form (tomli_w; a golden-value test guards
+    against formatting drift). Binary files enter like any other: by the sha256 of their bytes.
     """
     entries = _bundle_entries(bundle)
     lines = [HASH_SCHEME + "\n"]
     for path in sorted(entries, key=lambda p: p.encode("utf-8")):
         lines.append(f"{hashlib.sha256(entries[path]).hexdigest()}  {path}\n")
+    modes = _modes(bundle, entries)
+    for path in sorted(entries, key=lambda p: p.encode("utf-8")):
+        if modes[path] != default_mode(path):
+            lines.append(f"mode {modes[path]:o}  {path}\n")
+    for d in sorted(bundle.empty_dirs or (), key=lambda p: p.encode("utf-8")):
+        lines.append(f"dir  {check_relpath(d)}/\n")
     return "sha256:" + hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
 
 
@@ -117,8 +137,14 @@ def task_checksum(bundle: TaskBundle) -> str:
 _TASK_DIRS = ("environment", "solution", "tests")
 
 
-def _file_mode(path: str) -> int:
-    return 0o755 if path.endswith(".sh") else 0o644
+def _directories(bundle: TaskBundle, entries: dict[str, bytes]) -> set[str]:
+    """Every directory of the written task: those holding files, the recorded empty ones, and for a
+    facet-made task (no recorded layout) environment/, solution/ and tests/."""
+    dirs = set(_TASK_DIRS) if bundle.empty_dirs is None else {check_relpath(d) for d in bundle.empty_dirs}
+    for path in list(entries) + list(dirs):
+        parts = path.split("/")[:-1]
+        dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return dirs
 
 
 def task_dir_entries(bundle: TaskBundle) -> list[tuple[str, bytes | None, int]]:
@@ -128,12 +154,10 @@ def task_dir_entries(bundle: TaskBundle) -> list[tuple[str, bytes | None, int]]:
     Validates the bundle as `write_task_dir` does (paths, required files)."""
     entries = _bundle_entries(bundle)
     check_required_files(entries, bundle.config)
-    dirs = set(_TASK_DIRS)
-    for path in entries:
-        parts = path.split("/")[:-1]
-        dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    modes = _modes(bundle, entries)
+    dirs = _directories(bundle, entries)
     out: list[tuple[str, bytes | None, int]] = [(d, None, 0o755) for d in dirs]
-    out += [(path, data, _file_mode(path)) for path, data in entries.items()]
+    out += [(path, data, modes[path]) for path, data in entries.items()]
     # "a/b" sorts after "a" and before "a0" when compared component-wise; plain string order
     # would put "a-b/x" between "a" and "a/x".
     return sorted(out, key=lambda e: e[0].split("/"))
@@ -146,13 +170,17 @@ def write_task_dir(bundle: TaskBundle, dest: Path, *, layout: str = "harbor", ov
     failure never leaves a half-written task. Output is deterministic: the same bundle always
     yields byte-identical files (same names, content and modes). `*.sh` files are 0755, other
     files 0644, directories 0755. environment/, solution/ and tests/ always exist (Harbor requires
-    environment/ even with a prebuilt docker_image, §1.2). With `overwrite`, an existing `dest` is
-    replaced (moved aside, then deleted after the new one is in place).
+    environment/ even with a prebuilt docker_image, §1.2). A task read from disk is written as it
+    was read instead: its recorded modes, its own empty directories, its task.toml text.
+    With `overwrite`, an existing `dest` is replaced (moved aside, then deleted after the new one
+    is in place).
     """
     if layout != "harbor":
         raise ValueError(f"unsupported layout {layout!r} (only 'harbor' is written)")
     entries = _bundle_entries(bundle)  # validates paths and serialises task.toml before touching disk
     check_required_files(entries, bundle.config)
+    modes = _modes(bundle, entries)
+    dirs = _directories(bundle, entries)
     dest = Path(dest)
     if dest.exists() and not overwrite:
         raise FileExistsError(f"{dest} already exists")
@@ -160,14 +188,14 @@ def write_task_dir(bundle: TaskBundle, dest: Path, *, layout: str = "harbor", ov
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
-        for sub in _TASK_DIRS:
-            (tmp / sub).mkdir()
+        for sub in sorted(dirs):
+            tmp.joinpath(*sub.split("/")).mkdir(parents=True, exist_ok=True)
         for path in sorted(entries):
             target = tmp.joinpath(*path.split("/"))
             target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") as fh:  # binary: no newline translation on any OS
                 fh.write(entries[path])
-            os.chmod(target, _file_mode(path))
+            os.chmod(target, modes[path])
         for dirpath, dirnames, _ in os.walk(tmp):
             for d in dirnames:
                 os.chmod(os.path.join(dirpath, d), 0o755)
@@ -225,19 +253,21 @@ def _read_harbor_dir(path: Path, max_file_bytes: int, max_total_bytes: int) -> T
     instruction = decode_utf8(read_small_file(path / "instruction.md", "instruction.md", max_file_bytes), "instruction.md")
     if not (path / "environment").is_dir():
         raise TaskFormatError("environment/", "missing environment/ directory (Harbor requires it)")
-    files = collect_files(path, max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes)
-    check_required_files(files, cfg)
+    tree = collect_tree(path, max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes)
+    check_required_files(tree.files, cfg)
     name = cfg.extra.get("task", {}).get("name") or path.name
     minor = schema_minor(cfg.schema_version)
-    return TaskBundle(name=name, instruction=instruction, config=cfg, files=files,
+    return TaskBundle(name=name, instruction=instruction, config=cfg, files=tree.files, modes=tree.modes,
+                      empty_dirs=tree.empty_dirs, toml_text=toml_text,
                       source_format=f"harbor-{cfg.schema_version}" if minor else "harbor-1.0")
 
 
 # ---- Datasets -----------------------------------------------------------------------------------
 
 
-def _looks_like_task(d: Path) -> bool:
-    return any((d / n).exists() for n in ("task.toml", "task.yaml", "instruction.md"))
+def looks_like_task(d: Path) -> bool:
+    """A Harbor task (task.toml or instruction.md) or a TB1 task (task.yaml beside its files)."""
+    return any((d / n).exists() for n in ("task.toml", "instruction.md")) or is_tb1_dir(d)
 
 
 def read_dataset(path: Path, *, dataset: str | None = None, **limits: int
@@ -253,7 +283,7 @@ def read_dataset(path: Path, *, dataset: str | None = None, **limits: int
     """
     path = Path(path)
     registry = path if path.is_file() else path / "registry.json"
-    if path.is_dir() and _looks_like_task(path):
+    if path.is_dir() and looks_like_task(path):
         try:
             return [read_task_dir(path, **limits)], []
         except TaskFormatError as exc:
@@ -265,7 +295,7 @@ def read_dataset(path: Path, *, dataset: str | None = None, **limits: int
     if not path.is_dir():
         return [], [TaskFormatError(str(path), "not a directory or registry.json")]
     for sub in sorted(path.iterdir(), key=lambda p: p.name):
-        if sub.name.startswith(".") or not sub.is_dir() or not _looks_like_task(sub):
+        if sub.name.startswith(".") or not sub.is_dir() or not looks_like_task(sub):
             continue
         if sub.is_symlink() and not sub.resolve().is_relative_to(path.resolve()):
             errors.append(TaskFormatError(sub.name, "symlink points outside the dataset directory", task=str(sub)))

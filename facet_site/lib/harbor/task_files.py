@@ -8,6 +8,7 @@ import os
 import re
 import stat
 import unicodedata
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -55,35 +56,61 @@ def check_required_files(bundle_files: Iterable[str], cfg: TaskConfig) -> None:
 
 
 
-def collect_files(root: Path, *, max_file_bytes: int, max_total_bytes: int) -> dict[str, bytes]:
-    """All regular files below `root` as {posix relpath: bytes}.
+def default_mode(path: str) -> int:
+    """The mode facet gives a file it writes without a recorded one: scripts run, the rest is read."""
+    return 0o755 if path.endswith(".sh") else 0o644
+
+
+@dataclass
+class Tree:
+    """A task directory as read from disk: files, the modes that differ from `default_mode`, and the
+    directories that hold no file (so that writing the task back recreates them)."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)
+    empty_dirs: list[str] = field(default_factory=list)
+
+
+def collect_tree(root: Path, *, max_file_bytes: int, max_total_bytes: int) -> Tree:
+    """All regular files below `root` as {posix relpath: bytes}, with their modes and the empty
+    directories.
 
     Symlinks are followed only when they stay inside the task (resolved) and are relative; absolute
     targets would change meaning once the task is copied elsewhere. Special files are refused.
+    Every file over `max_file_bytes` is named in one error, not only the first one met.
     """
     root_real = root.resolve()
-    out: dict[str, bytes] = {}
+    tree = Tree()
+    out = tree.files
+    oversized: list[str] = []
     total = 0
 
-    def read_file(p: Path, rel: str, size: int) -> None:
+    def read_file(p: Path, rel: str, size: int, mode: int) -> None:
         nonlocal total
         if size > max_file_bytes:
-            raise TaskFormatError(rel, f"file is {size} bytes, over the {max_file_bytes}-byte limit")
+            oversized.append((rel, f"{size} bytes"))
+            return
         with open(p, "rb") as fh:
             data = fh.read(max_file_bytes + 1)
         if len(data) > max_file_bytes:
-            raise TaskFormatError(rel, f"file is over the {max_file_bytes}-byte limit")
+            oversized.append((rel, f"over {max_file_bytes} bytes"))
+            return
         total += len(data)
         if total > max_total_bytes:
-            raise TaskFormatError(rel, f"task files exceed the {max_total_bytes}-byte total limit")
+            raise TaskFormatError(rel, f"task files exceed the {max_total_bytes}-byte total limit "
+                                       "(reached at this file)")
         key = check_relpath(rel)
         if key in out:
             raise TaskFormatError(rel, "two file names are the same after Unicode normalisation")
         out[key] = data
+        if mode & 0o777 != default_mode(key):
+            tree.modes[key] = mode & 0o777
 
-    def walk(directory: Path, prefix: str, active: frozenset) -> None:
+    def walk(directory: Path, prefix: str, active: frozenset) -> bool:
+        """True when something was taken from `directory`."""
         with os.scandir(directory) as it:
             entries = sorted(it, key=lambda e: e.name)
+        taken = False
         for entry in entries:
             rel = prefix + entry.name
             if entry.name in _IGNORED_NAMES or entry.name.endswith(".pyc"):
@@ -91,6 +118,7 @@ def collect_files(root: Path, *, max_file_bytes: int, max_total_bytes: int) -> d
             if not prefix and (entry.name in _IGNORED_ROOT_NAMES or entry.name in RESERVED_FILES):
                 continue
             p = Path(entry.path)
+            taken = True
             if entry.is_symlink():
                 link = os.readlink(p)
                 if os.path.isabs(link):
@@ -105,23 +133,36 @@ def collect_files(root: Path, *, max_file_bytes: int, max_total_bytes: int) -> d
                 if stat.S_ISDIR(st.st_mode):
                     if target in active:
                         raise TaskFormatError(rel, "symlink loop")
-                    walk(target, rel + "/", active | {target})
+                    if not walk(target, rel + "/", active | {target}):
+                        tree.empty_dirs.append(check_relpath(rel))
                 elif stat.S_ISREG(st.st_mode):
-                    read_file(target, rel, st.st_size)
+                    read_file(target, rel, st.st_size, st.st_mode)
                 else:
                     raise TaskFormatError(rel, "symlink to a special file")
                 continue
             st = entry.stat(follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
-                walk(p, rel + "/", active | {p.resolve()})
+                if not walk(p, rel + "/", active | {p.resolve()}):
+                    tree.empty_dirs.append(check_relpath(rel))
             elif stat.S_ISREG(st.st_mode):
-                read_file(p, rel, st.st_size)
+                read_file(p, rel, st.st_size, st.st_mode)
             else:
                 raise TaskFormatError(rel, "special file (device, fifo or socket) is not allowed in a task")
+        return taken
 
     walk(root, "", frozenset({root_real}))
-    return out
+    if len(oversized) == 1:
+        raise TaskFormatError(oversized[0][0], f"file is {oversized[0][1]}, over the {max_file_bytes}-byte limit")
+    if oversized:
+        raise TaskFormatError(oversized[0][0], f"{len(oversized)} files are over the {max_file_bytes}-byte "
+                              "per-file limit: " + ", ".join(f"{rel} ({size})" for rel, size in oversized))
+    tree.empty_dirs.sort()
+    return tree
 
+
+def collect_files(root: Path, *, max_file_bytes: int, max_total_bytes: int) -> dict[str, bytes]:
+    """The files of `collect_tree`, without modes and directories."""
+    return collect_tree(root, max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes).files
 
 
 def read_small_file(path: Path, rel: str, max_bytes: int) -> bytes:

@@ -112,6 +112,13 @@ class TaskBundle:
     files: dict[str, bytes] = field(default_factory=dict)
     source_format: str = field(default="bundle", compare=False)
     notes: list[str] = field(default_factory=list, compare=False)
+    # What a task read from disk carries so that writing it back is byte-faithful (docs/datasets.md,
+    # "round trips"): modes of files that differ from facet's default (0755 for *.sh, else 0644),
+    # the empty directories it had (None: a facet-made task, written with environment/, solution/
+    # and tests/), and task.toml's own text (None: written in canonical form from `config`).
+    modes: dict[str, int] = field(default_factory=dict)
+    empty_dirs: list[str] | None = field(default=None, compare=False)
+    toml_text: str | None = field(default=None, compare=False)
 
     @property
     def task_toml(self) -> dict[str, Any]:

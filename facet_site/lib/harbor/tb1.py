@@ -12,51 +12,147 @@ from typing import Any
 
 import yaml
 
-from facet_site.lib.harbor.task_files import collect_files, read_small_file
+from facet_site.lib.harbor.task_files import collect_tree, read_small_file
 from facet_site.lib.harbor.task_format import TaskBundle, TaskConfig, TaskFormatError, config_from_toml, decode_utf8
 
-_TB1_DROPPED = ("parser_name", "run_tests_in_same_shell", "disable_asciinema")
+NO_SOLUTION = "no reference solution: oracle validation impossible"
+_TB1_DROPPED = ("run_tests_in_same_shell", "disable_asciinema")
 _TB1_META = ("author_name", "author_email", "difficulty", "category", "tags", "estimated_duration_sec",
              "expert_time_estimate_min", "junior_time_estimate_min")
 _TB1_COMPOSE_KEYS = {"build", "image", "container_name", "command", "environment", "volumes", "working_dir"}
 
-_REWARD_TRAP = """\
-# Converted by facet from a Terminal-Bench 1.x run-tests.sh. TB1 graded the run itself; Harbor only reads
-# /logs/verifier/reward.txt, so the script's exit status becomes the reward on every exit path (EXIT trap).
+# How TB1 decided a run passed, per task.yaml `parser_name` (TB1's terminal_bench/parsers/): the
+# harness parsed the test output; the exit status of run-tests.sh never counted. Each grader is a
+# shell function reading the captured output ($__facet_log) and printing the reward.
+_PYTEST_GRADER = """\
+  # pytest parser: the statuses of the "short test summary info" section (pytest -rA); FAILED, ERROR and
+  # XPASS fail, PASSED, SKIPPED and XFAIL pass; no summary (pytest never ran or crashed) fails.
+  __facet_summary=$(sed -n '/short test summary info/,$p' "$__facet_log")
+  if [ -z "$__facet_summary" ]; then echo 0
+  elif printf '%s\\n' "$__facet_summary" | grep -Eq '^(FAILED|ERROR|XPASS)( |$)'; then echo 0
+  elif printf '%s\\n' "$__facet_summary" | grep -Eq '^(PASSED|SKIPPED|XFAIL)( |$)'; then echo 1
+  else echo 0; fi
+"""
+
+_MARKER_GRADER = """\
+  # {parser} parser: the text between the last "{name} results starts here" and "{name} results ends here"
+  # lines must be exactly "{passed}"; missing markers (the harness could not run) fail.
+  __facet_block=$(sed -n '/{name} results starts here/,/{name} results ends here/p' "$__facet_log" \\
+    | tac | sed -n '1,/{name} results starts here/p' | tac \\
+    | grep -v -e '{name} results starts here' -e '{name} results ends here' | sed 's/^[[:space:]]*//;s/[[:space:]]*$//' \\
+    | grep -v '^$')
+  if grep -q '{name} results ends here' "$__facet_log" && [ "$__facet_block" = "{passed}" ]; then echo 1; else echo 0; fi
+"""
+
+_EXIT_GRADER = """\
+  # no known parser: the exit status of run-tests.sh decides (0 passes)
+  if [ "$__facet_status" -eq 0 ]; then echo 1; else echo 0; fi
+"""
+
+# parser_name -> (grader, what the conversion note says)
+PARSERS: dict[str, tuple[str, str]] = {
+    "pytest": (_PYTEST_GRADER, "graded like TB1's pytest parser (statuses in pytest's short test summary)"),
+    "swebench": (_MARKER_GRADER.format(parser="swebench", name="SWEBench", passed="PASSED"),
+                 "graded like TB1's swebench parser (PASSED between the SWEBench result markers), "
+                 "not by run-tests.sh's exit status, which its parser step always makes 0"),
+    "sweperf": (_MARKER_GRADER.format(parser="sweperf", name="SWE-Perf", passed="PASSED"),
+                "graded like TB1's sweperf parser (PASSED between the SWE-Perf result markers)"),
+    "mlebench": (_MARKER_GRADER.format(parser="mlebench", name="MLEBench", passed="ALL TESTS PASSED"),
+                 "graded like TB1's mlebench parser (ALL TESTS PASSED between the MLEBench result markers)"),
+}
+
+_TEST_SH = """\
+#!/bin/bash
+# Converted by facet from a Terminal-Bench 1.x run-tests.sh (parser_name: {parser}). TB1 graded the
+# test output with that parser; Harbor only reads /logs/verifier/reward.txt, so the original script runs
+# below in a subshell with its output kept in /logs/verifier/run-tests.log, and the same decision is
+# written as the reward on every exit path (EXIT trap).
 # $TEST_DIR references were rewritten to /tests; TEST_DIR is still exported for helpers that read it.
 export TEST_DIR=/tests
 mkdir -p /logs/verifier
-__facet_write_reward() {
-  __facet_status=$?
-  if [ "$__facet_status" -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
-}
+__facet_log=/logs/verifier/run-tests.log
+__facet_status=1
+: > "$__facet_log"
+__facet_grade() {{
+{grader}}}
+__facet_write_reward() {{
+  __facet_grade > /logs/verifier/reward.txt
+}}
 trap __facet_write_reward EXIT
-"""
-
-_REWARD_SUFFIX = """
-# Added by facet (TB1 conversion): the script sets its own EXIT trap, so the reward is written here instead.
-__facet_status=$?
-if [ "$__facet_status" -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+(
+{body}
+) 2>&1 | tee "$__facet_log"
+__facet_status=${{PIPESTATUS[0]}}
 exit $__facet_status
 """
 
 
-def _convert_run_tests(text: str, notes: list[str]) -> str:
-    shebang = "#!/bin/bash"
+def _convert_run_tests(text: str, parser: str, notes: list[str]) -> str:
     body = text
     if body.startswith("#!"):
         first, _, body = body.partition("\n")
-        shebang = first.rstrip()
+        if "bash" not in first:
+            notes.append(f"run-tests.sh started {first.strip()!r}; tests/test.sh runs its body with bash")
     else:
         notes.append("run-tests.sh had no shebang; tests/test.sh starts with #!/bin/bash (Harbor runs it directly)")
     body, count = re.subn(r"\$\{TEST_DIR\}|\$TEST_DIR\b", "/tests", body)
     if count:
         notes.append(f"rewrote {count} $TEST_DIR reference(s) in run-tests.sh to /tests")
-    if re.search(r"^\s*trap\b.*\b(EXIT|0)\s*$", body, re.M):
-        notes.append("run-tests.sh sets its own EXIT trap; reward written by a suffix after the script instead")
-        head = "export TEST_DIR=/tests\nmkdir -p /logs/verifier\n"
-        return f"{shebang}\n{head}{body.rstrip()}\n{_REWARD_SUFFIX}"
-    return f"{shebang}\n{_REWARD_TRAP}\n{body}" if body.endswith("\n") else f"{shebang}\n{_REWARD_TRAP}\n{body}\n"
+    grader, note = PARSERS.get(parser, (_EXIT_GRADER, ""))
+    if parser in PARSERS:
+        notes.append(f"parser_name {parser!r}: {note}")
+    else:
+        notes.append(f"WARNING: parser_name {parser!r} is not one facet converts (known: "
+                     f"{', '.join(sorted(PARSERS))}); the reward comes from run-tests.sh's exit status, "
+                     "which may not be how TB1 graded this task: check tests/test.sh")
+    return _TEST_SH.format(parser=parser, grader=grader, body=body.rstrip("\n"))
+
+
+# Files a TB1 Dockerfile may COPY from the task root that the conversion moves out of the build
+# context (environment/): Harbor mounts tests/ at /tests and solution/ at /solution itself.
+_MOVED = {"run-tests.sh", "solution.sh", "solution.yaml", "task.yaml", "tests", "docker-compose.yaml",
+          "docker-compose.yml"}
+
+
+def _rewrite_copies(dockerfile: str, notes: list[str]) -> str:
+    """Drop COPY/ADD sources the conversion moved out of environment/ (a build would fail on them);
+    an instruction left with no source is commented out, with the reason beside it."""
+    out = []
+    dropped: list[str] = []
+    for line in dockerfile.split("\n"):
+        m = re.match(r"^(\s*)(COPY|ADD)(\s+)(.*)$", line, re.I)
+        if not m or line.rstrip().endswith("\\") or m.group(4).lstrip().startswith("["):
+            out.append(line)
+            continue
+        words = m.group(4).split()
+        flags = [w for w in words if w.startswith("--")]
+        args = [w for w in words if not w.startswith("--")]
+        if len(args) < 2 or any(f.startswith("--from") for f in flags):
+            out.append(line)
+            continue
+        sources, dest = args[:-1], args[-1]
+        keep = [src for src in sources if posixpath.normpath(src.lstrip("./") or ".").split("/")[0] not in _MOVED]
+        gone = [src for src in sources if src not in keep]
+        if not gone:
+            out.append(line)
+            continue
+        dropped.extend(gone)
+        if keep:
+            out.append(f"{m.group(1)}{m.group(2)}{m.group(3)}{' '.join(flags + keep + [dest])}")
+        else:
+            out.append(f"# facet (TB1 conversion): {', '.join(gone)} moved out of the build context "
+                       f"(Harbor provides /tests and /solution itself): {line.strip()}")
+    if dropped:
+        notes.append("removed from Dockerfile COPY/ADD (moved by the conversion, Harbor mounts tests/ and "
+                     "solution/ at /tests and /solution): " + ", ".join(dropped))
+    return "\n".join(out)
+
+
+def is_tb1_dir(path: Path) -> bool:
+    """A Terminal-Bench 1.x task: task.yaml beside the files TB1 runs (run-tests.sh, a Dockerfile or
+    docker-compose file), not merely a task.yaml in some folder."""
+    return (path / "task.yaml").is_file() and any(
+        (path / n).exists() for n in ("run-tests.sh", "Dockerfile", "docker-compose.yaml", "docker-compose.yml"))
 
 
 def yaml_error_line(exc: yaml.YAMLError) -> int | None:
@@ -199,11 +295,20 @@ def read_tb1_dir(path: Path, max_file_bytes: int, max_total_bytes: int) -> TaskB
     if not isinstance(instruction, str) or not instruction.strip():
         raise TaskFormatError("task.yaml", "instruction must be a non-empty string", field="instruction")
 
-    files = collect_files(path, max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes)
+    tree = collect_tree(path, max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes)
+    files = tree.files
     if "solution.yaml" in files and "solution.sh" not in files:
         raise TaskFormatError("solution.yaml", "command-list solutions are not supported; provide solution.sh")
+    compose_name = next((n for n in ("docker-compose.yaml", "docker-compose.yml") if n in files), None)
+    missing = []
     if "run-tests.sh" not in files:
-        raise TaskFormatError("run-tests.sh", "missing run-tests.sh (it becomes tests/test.sh)")
+        missing.append(("run-tests.sh", "missing run-tests.sh (it becomes tests/test.sh)"))
+    if compose_name is None and "Dockerfile" not in files:
+        missing.append(("docker-compose.yaml", "missing docker-compose.yaml or Dockerfile"))
+    if len(missing) == 1:
+        raise TaskFormatError(*missing[0])
+    if missing:
+        raise TaskFormatError(missing[0][0], "missing files: " + "; ".join(m for _, m in missing))
 
     table: dict[str, Any] = {"version": "1.0", "metadata": {}}
     for key in _TB1_META:
@@ -212,8 +317,8 @@ def read_tb1_dir(path: Path, max_file_bytes: int, max_total_bytes: int) -> TaskB
     dropped = [k for k in _TB1_DROPPED if k in meta]
     if dropped:
         notes.append("dropped task.yaml keys with no Harbor equivalent: " + ", ".join(dropped))
-    if meta.get("parser_name", "pytest") != "pytest":
-        notes.append(f"parser_name {meta['parser_name']!r}: reward now comes from run-tests.sh's exit status")
+    parser = meta.get("parser_name") or "pytest"
+    parser = parser if isinstance(parser, str) else str(parser)
     timeouts = (("max_agent_timeout_sec", "agent", 360.0), ("max_test_timeout_sec", "verifier", 60.0))
     for key, section, default in timeouts:
         value = meta.get(key, default)
@@ -240,14 +345,17 @@ def read_tb1_dir(path: Path, max_file_bytes: int, max_total_bytes: int) -> TaskB
     if "tests/test.sh" in out:
         raise TaskFormatError("tests/test.sh", "already exists; cannot place the converted run-tests.sh there")
 
-    compose_name = next((n for n in ("docker-compose.yaml", "docker-compose.yml") if n in files), None)
     if compose_name:
         _convert_tb1_compose(decode_utf8(files[compose_name], compose_name), env_files, cfg, notes)
-    elif "Dockerfile" not in env_files:
-        raise TaskFormatError("docker-compose.yaml", "missing docker-compose.yaml or Dockerfile")
+    if "Dockerfile" in env_files:
+        text = decode_utf8(env_files["Dockerfile"], "Dockerfile")
+        rewritten = _rewrite_copies(text, notes)
+        if rewritten != text:
+            env_files["Dockerfile"] = rewritten.encode("utf-8")
 
     out.update({f"environment/{k}": v for k, v in env_files.items()})
-    out["tests/test.sh"] = _convert_run_tests(decode_utf8(files["run-tests.sh"], "run-tests.sh"), notes).encode("utf-8")
+    out["tests/test.sh"] = _convert_run_tests(decode_utf8(files["run-tests.sh"], "run-tests.sh"), parser,
+                                              notes).encode("utf-8")
     if "solution.sh" in files:
         solve = files["solution.sh"]
         if not solve.startswith(b"#!"):
@@ -255,6 +363,12 @@ def read_tb1_dir(path: Path, max_file_bytes: int, max_total_bytes: int) -> TaskB
             notes.append("solution.sh had no shebang; solution/solve.sh starts with #!/bin/bash")
         out["solution/solve.sh"] = solve
     else:
-        notes.append("no solution.sh: the oracle agent cannot run this task")
-    return TaskBundle(name=path.name, instruction=instruction, config=cfg, files=out,
+        notes.append(f"WARNING: {NO_SOLUTION}")
+    # Modes carry over for files that keep their place; moved/generated ones get facet's defaults.
+    modes = {}
+    for rel, mode in tree.modes.items():
+        target = rel if rel.startswith("tests/") or rel in ("README.md", ".gitignore") else f"environment/{rel}"
+        if target in out:
+            modes[target] = mode
+    return TaskBundle(name=path.name, instruction=instruction, config=cfg, files=out, modes=modes,
                       source_format="terminal-bench-1", notes=notes)

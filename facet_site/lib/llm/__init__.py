@@ -15,6 +15,7 @@ from .errors import (
     PermanentLLMError,
     TransientLLMError,
 )
+from .limits import Limiter, LimitTable, MemoryStore, RedisStore
 from .prompts import Prompt, PromptError, load_prompt
 from .records import Cache, CallRecord, Recorder, StructuredResult, TextResult, request_hash
 from .settings import LLMSettings
@@ -30,6 +31,10 @@ __all__ = [
     "LLMConfigError",
     "LLMError",
     "LLMSettings",
+    "LimitTable",
+    "Limiter",
+    "MemoryStore",
+    "RedisStore",
     "MemoryCache",
     "PermanentLLMError",
     "Prompt",

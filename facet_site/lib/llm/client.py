@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from .cassette import Cassette, CassetteWriter
 from .errors import InvalidOutput, LLMConfigError, LLMError
 from .jsonout import JSONNotFound, describe_error, json_schema_for, parse_structured
+from .limits import Limiter
 from .providers import OpenAIProvider
 from .records import Cache, CallRecord, ProviderReply, Recorder, StructuredResult, TextResult, request_hash
 from .settings import LLMSettings
@@ -43,6 +44,8 @@ class LLMClient:
         cache: Cache | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        limiter: Limiter | None = None,
+        before_wait: Callable[[], None] | None = None,
         _shared: dict[str, Any] | None = None,
     ) -> None:
         self.settings = settings
@@ -50,6 +53,9 @@ class LLMClient:
         self.cache = cache
         self._sleep = sleep
         self._rng = rng
+        # endpoint limits shared with other workers (limits.py); before_wait: see OpenAIProvider
+        self._limiter = limiter
+        self._before_wait = before_wait
         # Cassette cursors and writers are shared with clients made by for_stage(), so that the
         # per-(stage, subject) numbering is the same whichever stage client made the call.
         self._shared = _shared if _shared is not None else {"cassettes": {}, "writers": {}, "providers": []}
@@ -63,7 +69,7 @@ class LLMClient:
                 raise LLMConfigError("record_path only applies to the 'openai' provider, not to replay")
             self._cassette = self._shared_obj("cassettes", settings.cassette_path, Cassette)
         else:
-            self._provider = OpenAIProvider(settings, sleep=sleep, rng=rng)
+            self._provider = OpenAIProvider(settings, sleep=sleep, rng=rng, limiter=limiter, before_wait=before_wait)
             self._shared["providers"].append(self._provider)
             if settings.record_path:
                 self._writer = self._shared_obj("writers", settings.record_path, CassetteWriter)
@@ -83,7 +89,8 @@ class LLMClient:
         if settings is self.settings:
             return self
         return LLMClient(
-            settings, recorder=self.recorder, cache=self.cache, sleep=self._sleep, rng=self._rng, _shared=self._shared
+            settings, recorder=self.recorder, cache=self.cache, sleep=self._sleep, rng=self._rng,
+            limiter=self._limiter, before_wait=self._before_wait, _shared=self._shared,
         )
 
     def close(self) -> None:

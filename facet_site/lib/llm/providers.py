@@ -8,6 +8,7 @@ others do not) and later requests ask for JSON in the prompt instead.
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import json
 import logging
 import random
@@ -20,6 +21,7 @@ from pydantic import BaseModel
 
 from .errors import LLMConfigError, LLMError, PermanentLLMError, TransientLLMError
 from .jsonout import json_schema_for, schema_name
+from .limits import Limiter, estimate_tokens
 from .records import ProviderReply
 from .settings import LLMSettings
 
@@ -106,6 +108,24 @@ def parse_retry_after(headers: Any, now: Callable[[], float] = time.time) -> flo
     return max(0.0, when.timestamp() - now())
 
 
+_sdk_clients: dict[tuple[str, str, float], Any] = {}
+_sdk_lock = threading.Lock()
+
+
+def _shared_sdk(openai: Any, base_url: str, api_key: str, timeout: float) -> Any:
+    """One SDK client, with its connection pool, per endpoint, key and timeout in a process. Building
+    one loads the TLS certificates, a tenth of a second of CPU or more: with a client per job and
+    dozens of jobs a second that alone would fill a core. The SDK's HTTP client is thread-safe."""
+    key = (base_url, hashlib.sha256(api_key.encode()).hexdigest(), timeout)
+    with _sdk_lock:
+        client = _sdk_clients.get(key)
+        if client is None or client.is_closed():
+            # Our loop is the only retry loop, so attempts are counted and backoff is testable.
+            client = _sdk_clients[key] = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout,
+                                                       max_retries=0)
+        return client
+
+
 class OpenAIProvider:
     def __init__(
         self,
@@ -113,6 +133,8 @@ class OpenAIProvider:
         *,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        limiter: Limiter | None = None,
+        before_wait: Callable[[], None] | None = None,
     ) -> None:
         if not settings.base_url:
             raise LLMConfigError("no LLM base URL configured (FACET_LLM_BASE_URL / LLMSettings.base_url)")
@@ -125,20 +147,19 @@ class OpenAIProvider:
         self.base_url = settings.base_url.rstrip("/")
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._sdk = openai.OpenAI(
-            base_url=self.base_url,
-            api_key=settings.resolve_api_key() or NO_KEY,
-            timeout=settings.timeout,
-            # Our loop is the only retry loop, so attempts are counted and backoff is testable.
-            max_retries=0,
-        )
+        self._limiter = limiter
+        # Called before each request goes out: the Django side gives back its database connection
+        # here, so hundreds of calls waiting on the endpoint do not hold hundreds of connections.
+        self._before_wait = before_wait
+        self._sdk = _shared_sdk(openai, self.base_url, settings.resolve_api_key() or NO_KEY, settings.timeout)
 
     @property
     def url(self) -> str:
         return f"{self.base_url}/chat/completions"
 
     def close(self) -> None:
-        self._sdk.close()
+        """Nothing of this provider's own to close: the connection pool is the process's (_shared_sdk),
+        and closing it here would cut the calls other threads have in flight."""
 
     def send(self, messages: list[dict[str, Any]], schema: type[BaseModel] | None) -> ProviderReply:
         s = self.settings
@@ -159,9 +180,15 @@ class OpenAIProvider:
                     "json_schema": {"name": schema_name(schema), "schema": json_schema_for(schema), "strict": False},
                 }
             cause: BaseException | None = None
+            if self._before_wait is not None:
+                self._before_wait()
+            lease = self._limiter.acquire(base_url=self.base_url, model=s.model, ttl=s.timeout + 60,
+                                          tokens=estimate_tokens(sent, s.max_tokens)) if self._limiter else None
             try:
                 completion = self._sdk.chat.completions.create(**kwargs)
             except self._openai.APIStatusError as exc:
+                self._give_back(lease, throttled=exc.status_code in (429, 503),
+                                retry_after=parse_retry_after(getattr(exc.response, "headers", None)))
                 cause = exc
                 if use_response_format and _rejects_response_format(exc):
                     if not _schema_itself_rejected(exc):
@@ -171,11 +198,13 @@ class OpenAIProvider:
                     continue
                 error = self._status_error(exc, attempts)
             except self._openai.APITimeoutError as exc:
+                self._give_back(lease)
                 cause = exc
                 error = TransientLLMError(
                     f"timed out after {s.timeout:g}s waiting for {self.url}", attempts=attempts
                 )
             except self._openai.APIConnectionError as exc:
+                self._give_back(lease)
                 cause = exc
                 root = exc.__cause__ or exc
                 error = TransientLLMError(
@@ -183,11 +212,18 @@ class OpenAIProvider:
                     attempts=attempts,
                 )
             except self._openai.APIResponseValidationError as exc:
+                self._give_back(lease)
                 cause = exc
                 error = TransientLLMError(f"malformed response from {self.url}: {exc.message}", attempts=attempts)
-            except self._openai.OpenAIError as exc:
-                raise PermanentLLMError(f"LLM client error for {self.url}: {exc}", attempts=attempts) from exc
+            except BaseException as exc:
+                self._give_back(lease)
+                if isinstance(exc, self._openai.OpenAIError):
+                    raise PermanentLLMError(f"LLM client error for {self.url}: {exc}", attempts=attempts) from exc
+                raise
             else:
+                usage = getattr(completion, "usage", None)
+                used = (getattr(usage, "prompt_tokens", None) or 0) + (getattr(usage, "completion_tokens", None) or 0)
+                self._give_back(lease, tokens_used=used if usage is not None else None)
                 return self._reply(completion, sent, attempts)
 
             if isinstance(error, PermanentLLMError):
@@ -206,6 +242,12 @@ class OpenAIProvider:
             delay = retry_after if retry_after is not None else self._backoff(retries)
             log.warning("%s (attempt %d); retry %d/%d in %.2fs", error.message, attempts, retries, s.max_retries, delay)
             self._sleep(delay)
+
+    def _give_back(self, lease, *, tokens_used: int | None = None, throttled: bool = False,
+                   retry_after: float | None = None) -> None:
+        if lease is not None:
+            self._limiter.release(lease, base_url=self.base_url, model=self.settings.model, tokens_used=tokens_used,
+                                  throttled=throttled, retry_after=retry_after)
 
     def _backoff(self, retry: int) -> float:
         s = self.settings

@@ -111,6 +111,59 @@ class LLMSettings:
         return (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000
 
 
+@dataclass(frozen=True)
+class LLMEndpoint:
+    """A named model endpoint the operator configured: its settings (URL, key, provider, cassette)
+    never come from a run; a run picks the endpoint by name and may choose among `models`
+    (empty: any model name) and ask for at most `max_tokens_cap` tokens per answer."""
+
+    name: str
+    settings: LLMSettings
+    models: tuple[str, ...] = ()
+    max_tokens_cap: int | None = None
+
+
+# What an entry of FACET_LLM_ENDPOINTS may set besides LLMSettings' own fields (the key itself is
+# never written in the JSON: `api_key_env` names the variable holding it, or `api_key_file` a file).
+_ENDPOINT_EXTRA = {"models", "max_tokens_cap", "api_key_env"}
+
+
+def endpoints_from_env(environ: Mapping[str, str], default: LLMSettings) -> dict[str, LLMEndpoint]:
+    """The operator's named endpoints: "default" is `default` (the FACET_LLM_* variables), the
+    others come from FACET_LLM_ENDPOINTS, a JSON object name -> {base_url, model, models,
+    api_key_env | api_key_file, provider, timeout, max_tokens, max_tokens_cap, prices, ...}.
+    Named endpoints do not inherit the default's key, so no key is ever sent to another URL."""
+    endpoints = {"default": LLMEndpoint("default", default)}
+    raw = (environ.get("FACET_LLM_ENDPOINTS") or "").strip()
+    if not raw:
+        return endpoints
+    try:
+        given = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise LLMConfigError(f"FACET_LLM_ENDPOINTS is not valid JSON: {exc}") from None
+    if not isinstance(given, dict):
+        raise LLMConfigError("FACET_LLM_ENDPOINTS: expected a JSON object of endpoint name -> settings")
+    known = {f.name for f in dataclasses.fields(LLMSettings)} - {"api_key"}
+    for name, spec in given.items():
+        where = f"FACET_LLM_ENDPOINTS.{name}"
+        if not isinstance(spec, dict):
+            raise LLMConfigError(f"{where}: expected an object of settings")
+        unknown = sorted(set(spec) - known - _ENDPOINT_EXTRA)
+        if unknown:
+            raise LLMConfigError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        fields = {k: v for k, v in spec.items() if k not in _ENDPOINT_EXTRA}
+        if spec.get("api_key_env"):
+            fields["api_key"] = environ.get(spec["api_key_env"]) or None
+        models = spec.get("models") or []
+        if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+            raise LLMConfigError(f"{where}.models: expected a list of model names")
+        cap = spec.get("max_tokens_cap")
+        if cap is not None and (not isinstance(cap, int) or cap < 1):
+            raise LLMConfigError(f"{where}.max_tokens_cap: expected a positive integer")
+        endpoints[name] = LLMEndpoint(name, LLMSettings().overlaid(fields, source=where), tuple(models), cap)
+    return endpoints
+
+
 _ENV_FIELDS = {
     "FACET_LLM_BASE_URL": "base_url",
     "FACET_LLM_API_KEY": "api_key",

@@ -30,19 +30,24 @@ read by facet_site.lib.verifier_output. This module re-exports the public names 
 """
 from __future__ import annotations
 
-from facet_site.lib.validation.acceptance import time_plain_cli_validation, validate_task
+from facet_site.lib.validation.acceptance import decide_failure, time_plain_cli_validation, validate_task
 from facet_site.lib.validation.partials import derive_partial_solutions, solution_steps
-from facet_site.lib.validation.report import (BUILD_FAILED, FAILURE_TYPES, INFRA_ERROR, INVALID_TASK,
-                                              NOP_UNEXPECTED_PASS, ORACLE_FAILED, PARTIAL_UNEXPECTED_PASS,
+from facet_site.lib.validation.report import (ANSWER_FILE_IN_ENVIRONMENT, BUILD_FAILED, DEFECTS_AFTER_TRIALS,
+                                              DEFECTS_BEFORE_TRIALS, FAILURE_TYPES, FLAKY,
+                                              GRADE_TIME_NETWORK, INFRA_ERROR, INSTRUCTION_REVEALS_SOLUTION,
+                                              INVALID_TASK, LEAKED_ANSWER, NOP_UNEXPECTED_PASS, ORACLE_FAILED,
+                                              PARTIAL_UNEXPECTED_PASS, VERIFIER_NETWORK_ATTEMPT,
                                               SOLUTION_FAILED, SOLUTION_TIMEOUT, STATIC_CHECK_FAILED,
                                               VERIFIER_NO_REWARD, VERIFIER_TIMEOUT, TrialOutcome,
                                               ValidationReport, ValidationTimeouts, cap_text)
 from facet_site.lib.validation.task_checks import (DEFAULT_LIMITS, DEFAULT_WORKDIR, HARBOR_DEFAULT_TIMEOUT_S,
-                                                   LOG_DIRS, VERIFIER_LOGS, TaskFiles, static_checks,
-                                                   task_limits)
+                                                   LOG_DIRS, VERIFIER_LOGS, TaskFiles, instruction_paths,
+                                                   leak_search_roots, static_checks, task_limits)
 from facet_site.lib.validation.trials import capture_initial_state, image_workdir_of, read_verifier_logs
 
 __all__ = [
+    "ANSWER_FILE_IN_ENVIRONMENT", "DEFECTS_AFTER_TRIALS", "DEFECTS_BEFORE_TRIALS", "FLAKY", "GRADE_TIME_NETWORK", "INSTRUCTION_REVEALS_SOLUTION",
+    "LEAKED_ANSWER", "VERIFIER_NETWORK_ATTEMPT", "decide_failure", "instruction_paths", "leak_search_roots",
     "BUILD_FAILED", "DEFAULT_LIMITS", "DEFAULT_WORKDIR", "FAILURE_TYPES", "HARBOR_DEFAULT_TIMEOUT_S",
     "INFRA_ERROR", "INVALID_TASK", "LOG_DIRS", "NOP_UNEXPECTED_PASS", "ORACLE_FAILED",
     "PARTIAL_UNEXPECTED_PASS", "SOLUTION_FAILED", "SOLUTION_TIMEOUT", "STATIC_CHECK_FAILED",

@@ -1,6 +1,11 @@
 """validate_task, the entry point: build the environment, run the static checks and the nop,
 oracle and partial trials, and decide acceptance by the FACET rule (see the package docstring);
 plus the plain-docker-CLI baseline benchmarks compare it with. Django-free.
+
+One validation decides, without luck (issue 13): the nop and the oracle each run `trial_runs`
+times (2 by default) and disagreeing runs reject the task as `flaky`; the oracle's outputs are
+compared with e0's files (an answer already in the image); every verifier run's output is read
+for network attempts; and the defect findings of task_defects name the failure type.
 """
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import socket
 import subprocess
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
@@ -18,12 +24,13 @@ from typing import Sequence
 import docker
 
 from facet_site.lib import docker_engine as de
-from facet_site.lib import verifier_output
-from facet_site.lib.validation.partials import derive_partial_solutions
-from facet_site.lib.validation.report import (BUILD_FAILED, INFRA_ERROR, INVALID_TASK, STATIC_CHECK_FAILED,
+from facet_site.lib import task_defects, verifier_output
+from facet_site.lib.validation.report import (BUILD_FAILED, DEFECTS_AFTER_TRIALS, DEFECTS_BEFORE_TRIALS,
+                                              INFRA_ERROR, INVALID_TASK, STATIC_CHECK_FAILED, TrialOutcome,
                                               ValidationReport, ValidationTimeouts, cap_text)
 from facet_site.lib.validation.task_checks import (DEFAULT_LIMITS, HARBOR_DEFAULT_TIMEOUT_S, LOG_DIRS,
-                                                   VERIFIER_LOGS, TaskFiles, static_checks, task_limits)
+                                                   VERIFIER_LOGS, TaskFiles, instruction_paths, leak_search_roots,
+                                                   static_checks, task_limits)
 from facet_site.lib.validation.trials import TrialPlan, TrialRunner, image_workdir_of, snapshot_roots
 
 log = logging.getLogger(__name__)
@@ -53,12 +60,19 @@ def validate_task(
     report_output_bytes: int = 16 * de.KiB,
     measure_memory: bool = True,
     trial_log_max_bytes: int = 64 * de.MiB,
+    trial_runs: int = 2,
+    max_parallel: int | None = None,
+    written_partials: Sequence[str] = (),
 ) -> ValidationReport:
     """Build the task's environment and run its nop, oracle and partial trials.
 
-    partial_solutions: None derives up to `max_partials` from solve.sh
-    (derive_partial_solutions); an empty sequence runs none. Partials run only when the oracle
-    passed (against a failing oracle they prove nothing). nop and oracle always both run.
+    partial_solutions: None derives up to `max_partials` from solve.sh and `written_partials`
+    (task_defects.plan_partials: command cuts, then partial solutions the model wrote, then
+    statement cuts of embedded scripts); an empty sequence runs none. Partials run only when the
+    oracle passed (against a failing oracle they prove nothing). nop and oracle always both run,
+    `trial_runs` times each (runs that disagree: failure `flaky`; 1 for a re-check, which
+    repeats whole validations itself). Up to `max_parallel` trials run at once (None: one per
+    core, at most 4).
 
     `limits` is a ceiling: task.toml's cpus and memory lower it. Timeouts come from task.toml
     ([agent] and [verifier] timeout_sec, [environment] build_timeout_sec) capped by `timeouts`.
@@ -89,6 +103,9 @@ def validate_task(
     settings = {"solution_timeout_s": solution_timeout, "verifier_timeout_s": verifier_timeout,
                 "build_timeout_s": build_timeout, "limits": asdict(effective_limits),
                 "owner": run_owner}
+    settings["trial_runs"] = trial_runs = max(1, int(trial_runs))
+    parallel = max(1, int(max_parallel or min(4, os.cpu_count() or 1)))
+    settings["max_parallel"] = parallel
     report = ValidationReport(task_dir=str(task_dir), image_tag=None, build=None,
                               build_seconds=0.0, trials=[], static_findings=findings,
                               accepted=False, failure=None, reason=None, settings=settings)
@@ -98,13 +115,8 @@ def validate_task(
 
     def finish() -> ValidationReport:
         report.total_seconds = time.monotonic() - started
-        errors = [f for f in report.static_findings if f["severity"] == "error"]
-        failed = next((t for t in report.trials if not t.passed), None)
-        if report.failure is None and failed is not None:
-            report.failure, report.reason = failed.failure, f"{failed.name}: {failed.reason}"
-        if report.failure is None and errors:
-            report.failure = STATIC_CHECK_FAILED
-            report.reason = "; ".join(e["message"] for e in errors[:3])
+        if report.failure is None:
+            report.failure, report.reason = decide_failure(report.trials, report.static_findings)
         report.accepted = report.failure is None and bool(report.trials)
         if logs_dir is not None:
             (logs_dir / "report.json").write_text(json.dumps(report.to_dict(), indent=2,
@@ -154,18 +166,31 @@ def validate_task(
                                                         extra_snapshot_paths),
         solution_timeout_s=solution_timeout, verifier_timeout_s=verifier_timeout,
         report_output_bytes=report_output_bytes, keep_logs_dir=logs_dir,
-        measure_memory=measure_memory, trial_log_max_bytes=trial_log_max_bytes)
+        measure_memory=measure_memory, trial_log_max_bytes=trial_log_max_bytes,
+        leak_roots=leak_search_roots(task.read("environment/Dockerfile"), workdir or image_workdir))
     try:
-        report.trials.append(validation.run(TrialPlan("nop")))
-        oracle = validation.run(TrialPlan("oracle"))
-        report.trials.append(oracle)
-        if oracle.passed:
+        repeated = [TrialPlan(kind, repeat=r) for kind in ("nop", "oracle") for r in range(trial_runs)]
+        report.trials += run_trials(validation, repeated, parallel)
+        oracles = [t for t in report.trials if t.kind == "oracle"]
+        for kind in ("nop", "oracle"):
+            verdict = task_defects.compare_repeated_trials(
+                [t for t in report.trials if t.kind == kind], kind)
+            if verdict is not None:
+                report.flaky.append(verdict.to_dict())
+                settings["flaky"] = report.flaky  # stored with the validation
+                validation.add_finding(verdict.to_finding())
+        if all(o.passed for o in oracles) and not report.flaky:
             if partial_solutions is None:
-                partial_solutions = derive_partial_solutions(task.read("solution/solve.sh"),
-                                                             max_partials)
-            for index, body in enumerate(partial_solutions[:max_partials], 1):
-                data = body.encode() if isinstance(body, str) else bytes(body)
-                report.trials.append(validation.run(TrialPlan("partial", index, data)))
+                plan = task_defects.plan_partials(task.read("solution/solve.sh"), max_partials,
+                                                  written=list(written_partials))
+                partial_solutions = plan.partials
+                settings["partials_grain"] = plan.grain
+                if plan.partials:  # the static check saw no partial, but the model wrote some
+                    report.static_findings = [f for f in report.static_findings
+                                              if f["check"] != task_defects.NO_PARTIAL_SOLUTION]
+            partials = [TrialPlan("partial", index, body.encode() if isinstance(body, str) else bytes(body))
+                        for index, body in enumerate(partial_solutions[:max_partials], 1)]
+            report.trials += run_trials(validation, partials, parallel)
     finally:
         validation.close()
         # Normally every Sandbox has removed itself; this catches the ones an engine failure
@@ -176,7 +201,51 @@ def validate_task(
             log.warning("could not remove the sandboxes of %s: %s", run_owner, exc)
     report.initial_state = validation.initial_state
     report.static_findings.extend(validation.findings)
+    outputs = validation.oracle_outputs.get("oracle")
+    if outputs:
+        report.static_findings += task_defects.find_leaked_answers(
+            outputs, validation.e0_texts, instruction_paths(task.read("instruction.md")))
     return finish()
+
+
+def run_trials(runner: TrialRunner, plans: Sequence[TrialPlan], parallel: int) -> list[TrialOutcome]:
+    """The plans' outcomes, in plan order; up to `parallel` trials at once, each in its own
+    sandbox. An engine failure in one is raised after the others have finished."""
+    if parallel <= 1 or len(plans) <= 1:
+        return [runner.run(plan) for plan in plans]
+    with ThreadPoolExecutor(max_workers=min(parallel, len(plans)),
+                            thread_name_prefix="facet-trial") as pool:
+        return list(pool.map(runner.run, plans))
+
+
+def decide_failure(trials: Sequence[TrialOutcome], findings: Sequence[dict]) -> tuple[str | None, str | None]:
+    """The validation's failure type and reason from its trials and findings (None: accepted).
+
+    An engine problem first; then the defects that explain a failed trial (a flaky verifier, one
+    that needs the network); then the first failed trial; then the defects found with every
+    trial passing (an answer already in the image, an instruction that gives the solution), and
+    any other error-level finding as static_check_failed.
+    """
+    errors = [f for f in findings if f["severity"] == "error"]
+
+    def first_error(check: str) -> dict | None:
+        return next((e for e in errors if e["check"] == check), None)
+
+    infra = next((t for t in trials if t.failure == INFRA_ERROR), None)
+    if infra is not None:
+        return infra.failure, f"{infra.name}: {infra.reason}"
+    for check in DEFECTS_BEFORE_TRIALS:
+        if (error := first_error(check)) is not None:
+            return check, error["message"]
+    failed = next((t for t in trials if not t.passed), None)
+    if failed is not None:
+        return failed.failure, f"{failed.name}: {failed.reason}"
+    for check in DEFECTS_AFTER_TRIALS:
+        if (error := first_error(check)) is not None:
+            return check, error["message"]
+    if errors:
+        return STATIC_CHECK_FAILED, "; ".join(e["message"] for e in errors[:3])
+    return None, None
 
 
 # --------------------------------------------------------------------------------------------

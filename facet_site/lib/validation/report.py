@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from facet_site.lib import docker_engine as de
+from facet_site.lib import task_defects as td
 
 # Failure types, in the vocabulary the repair stage maps to fixes (pipeline-notes.md).
 BUILD_FAILED = "build_failed"
@@ -19,10 +20,23 @@ VERIFIER_TIMEOUT = "verifier_timeout"
 PARTIAL_UNEXPECTED_PASS = "partial_unexpected_pass"
 STATIC_CHECK_FAILED = "static_check_failed"
 INFRA_ERROR = "infra_error"
+# The defect classes of task_defects (issue 13) that reject a task name its failure, so the
+# repair loop and the task list see "flaky" or "leaked_answer", not a generic static check.
+FLAKY = td.FLAKY
+VERIFIER_NETWORK_ATTEMPT = td.VERIFIER_NETWORK_ATTEMPT
+GRADE_TIME_NETWORK = td.GRADE_TIME_NETWORK
+LEAKED_ANSWER = td.LEAKED_ANSWER
+ANSWER_FILE_IN_ENVIRONMENT = td.ANSWER_FILE_IN_ENVIRONMENT
+INSTRUCTION_REVEALS_SOLUTION = td.INSTRUCTION_REVEALS_SOLUTION
+# In this order they explain a failed trial better than the trial itself does: a flaky verifier
+# or one that needs the network fails the oracle for that reason, not because the solution is
+# wrong. The answer-leak classes come after the trials (those pass when the answer is in place).
+DEFECTS_BEFORE_TRIALS = (FLAKY, VERIFIER_NETWORK_ATTEMPT, GRADE_TIME_NETWORK)
+DEFECTS_AFTER_TRIALS = (LEAKED_ANSWER, ANSWER_FILE_IN_ENVIRONMENT, INSTRUCTION_REVEALS_SOLUTION)
 
 FAILURE_TYPES = (BUILD_FAILED, INVALID_TASK, NOP_UNEXPECTED_PASS, ORACLE_FAILED, SOLUTION_FAILED,
                  SOLUTION_TIMEOUT, VERIFIER_NO_REWARD, VERIFIER_TIMEOUT, PARTIAL_UNEXPECTED_PASS,
-                 STATIC_CHECK_FAILED, INFRA_ERROR)
+                 STATIC_CHECK_FAILED, INFRA_ERROR, *DEFECTS_BEFORE_TRIALS, *DEFECTS_AFTER_TRIALS)
 
 @dataclass(frozen=True)
 class ValidationTimeouts:
@@ -54,12 +68,15 @@ class TrialOutcome:
     failure: str | None = None  # one of FAILURE_TYPES
     reason: str | None = None
     index: int = 0  # which partial solution (0 for nop/oracle)
+    repeat: int = 0  # which run of a repeated nop or oracle trial (0 = the first)
     rewards: dict = field(default_factory=dict)  # every numeric metric of reward.json
     test_results_source: str | None = None  # the results file parsed, e.g. "junit.xml"
 
     @property
     def name(self) -> str:
-        return f"partial_{self.index}" if self.kind == "partial" else self.kind
+        if self.kind == "partial":
+            return f"partial_{self.index}"
+        return f"{self.kind}_{self.repeat + 1}" if self.repeat else self.kind
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -72,7 +89,7 @@ class ValidationReport:
     build: de.BuildResult | None
     build_seconds: float
     trials: list[TrialOutcome]
-    static_findings: list[dict]  # {check, severity: "error"|"warning", message}
+    static_findings: list[dict]  # {check, severity: "error"|"warning", message, file, line, evidence}
     accepted: bool
     failure: str | None  # the first failure type, in trial order
     reason: str | None
@@ -80,6 +97,7 @@ class ValidationReport:
     build_log: str = ""  # capped; the build's log on success and on failure
     settings: dict = field(default_factory=dict)  # timeouts, limits, workdir actually used
     total_seconds: float = 0.0
+    flaky: list[dict] = field(default_factory=list)  # FlakyVerdict.to_dict() per trial kind
 
     def trial(self, name: str) -> TrialOutcome | None:
         return next((t for t in self.trials if t.name == name), None)

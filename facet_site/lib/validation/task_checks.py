@@ -4,6 +4,7 @@ task.toml), the sandbox limits and environment it asks for, and the static check
 """
 from __future__ import annotations
 
+import posixpath
 import re
 import tomllib
 from dataclasses import asdict
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from facet_site.lib import docker_engine as de
+from facet_site.lib import task_defects
+from facet_site.lib.docker_engine.dockerfile_lint import dockerfile_instructions, split_copy_args
 
 # Harbor's defaults when task.toml says nothing (harbor-format.md §2.1).
 HARBOR_DEFAULT_TIMEOUT_S = 600.0
@@ -22,9 +25,6 @@ LOG_DIRS = ("/logs/verifier", "/logs/agent", "/logs/artifacts")
 # small next to Harbor's 600 s defaults, which generated task.toml files tend to copy.
 DEFAULT_LIMITS = de.SandboxLimits(cpus=1.0, memory_bytes=2 * de.GiB, pids=1024,
                                   disk_bytes=2 * de.GiB)
-
-
-
 
 
 class TaskFiles:
@@ -78,15 +78,16 @@ class TaskFiles:
 # Static checks
 
 
-def finding(check: str, severity: str, message: str) -> dict:
-    return {"check": check, "severity": severity, "message": message}
+def finding(check: str, severity: str, message: str, **where) -> dict:
+    """A finding: check, severity, message, and where it is (file, line, evidence)."""
+    return task_defects.finding(check, severity, message, **where)
 
 
-_NETWORK_AT_GRADE_TIME = re.compile(
-    r"\b(pip3?\s+install|uv\s+(pip|add|sync|run)|curl\s|wget\s|apt(-get)?\s+install|"
-    r"npm\s+(install|i)\b|astral\.sh)", re.I)
 _ABSOLUTE_PATH = re.compile(r"(?<![\w./-])(/(?:app|srv|opt|data|workspace|home|var/www)"
                             r"(?:/[\w.@+-]+)+)")
+_RELATIVE_PATH = re.compile(r"(?<![\w/.-])((?:\.{1,2}/)?[\w@+-][\w.@+-]*(?:/[\w.@+-]+)*\.?[\w@+-]*)")
+_SOLUTION_DIR = re.compile(r"(?<![\w.-])/solution\b")
+_TEST_DIR_SET = re.compile(r"^\s*(?:export\s+)?TEST_DIR=", re.M)
 
 
 def _text_files(directory: Path, limit: int = 200) -> dict[str, str]:
@@ -105,12 +106,42 @@ def _text_files(directory: Path, limit: int = 200) -> dict[str, str]:
     return found
 
 
+def _paths_in(text: str) -> set[str]:
+    # A sentence may end right after a path ("write /app/out.csv."): the period is not part of it.
+    return {m.rstrip(".") for m in _ABSOLUTE_PATH.findall(text)}
+
+
+def instruction_paths(instruction: str) -> list[str]:
+    """The files and directories an instruction names, absolute or relative to the working
+    directory ("/app/data/orders.csv", "data/orders.csv", "orders.csv"): the task's inputs as
+    far as the leaked-answer check is concerned (a copy of an input is not a leak)."""
+    relative = {w.rstrip(".").removeprefix("./") for w in _RELATIVE_PATH.findall(instruction)}
+    relative = {w for w in relative if "/" in w or re.search(r"\w\.[A-Za-z]\w{0,5}$", w)}
+    return sorted(_paths_in(instruction) | relative)
+
+
+def _named_in_instruction(path: str, named: set[str], instruction_words: set[str],
+                          workdir: str) -> bool:
+    if any(p == path or p.startswith(path + "/") or path.startswith(p + "/") for p in named):
+        return True
+    # "write out/report.csv" in a task whose working directory is /app names /app/out/report.csv.
+    root = workdir.rstrip("/") + "/"
+    if path.startswith(root):
+        rel = path[len(root):]
+        return any(w == rel or w.startswith(rel + "/") or rel.startswith(w + "/")
+                   for w in instruction_words)
+    return False
+
+
 def static_checks(task_dir: Path) -> list[dict]:
     """Findings about the task's files that need no Docker. Severity "error" rejects the task.
 
     The errors are the things Harbor would run but that make the task worthless: tests that use
     the reference solution (it is not there when an agent is graded), a verifier that never
-    writes a reward, a solution that writes the reward itself. Warnings point at likely trouble.
+    writes a reward, a solution that writes the reward itself, and the defect classes of
+    task_defects that need no trial (grade-time installs or downloads in any tests/ file, answer
+    files shipped in environment/, an instruction that reproduces solve.sh). Warnings point at
+    likely trouble.
     """
     task = TaskFiles(task_dir)
     findings = list(task.findings)
@@ -118,9 +149,12 @@ def static_checks(task_dir: Path) -> list[dict]:
     test_sh = tests.get("tests/test.sh", "")
     solve_sh = task.read("solution/solve.sh")
     instruction = task.read("instruction.md")
-
+    # When the instruction itself asks for work under /solution/, tests that look there check
+    # the agent's output, not the reference solution.
+    solution_dir_is_output = bool(_SOLUTION_DIR.search(instruction))
     for rel, text in tests.items():
-        if re.search(r"(?<![\w.-])/solution\b|\bsolve\.sh\b", text):
+        pattern = r"\bsolve\.sh\b" if solution_dir_is_output else r"(?<![\w.-])/solution\b|\bsolve\.sh\b"
+        if re.search(pattern, text):
             findings.append(finding(
                 "tests_use_solution", "error",
                 f"{rel} refers to /solution or solve.sh; the solution is not present when an "
@@ -141,31 +175,55 @@ def static_checks(task_dir: Path) -> list[dict]:
                 "test_sh_shebang", "warning",
                 "tests/test.sh does not start with #!/bin/bash: current Harbor executes it "
                 "directly, so the shebang decides the interpreter"))
-        if "TEST_DIR" in test_sh:
+        # A test.sh that sets TEST_DIR itself (facet's TB1 converter does) does not rely on
+        # Harbor setting it.
+        if "TEST_DIR" in test_sh and not _TEST_DIR_SET.search(test_sh):
             findings.append(finding(
                 "test_dir_variable", "warning",
                 "test.sh uses $TEST_DIR, which current Harbor no longer sets; use /tests"))
-        if m := _NETWORK_AT_GRADE_TIME.search(test_sh):
-            findings.append(finding(
-                "grade_time_install", "warning",
-                f"test.sh installs or downloads at grade time ({m.group(0).strip()!r}); the "
-                "verifier runs offline here and must rely on what the image provides"))
     dockerfile = task.read("environment/Dockerfile")
     if re.search(r"^\s*ENTRYPOINT\b", dockerfile, re.M | re.I):
         findings.append(finding(
             "entrypoint", "warning",
             "the Dockerfile sets ENTRYPOINT; sandboxes replace it, so nothing it starts runs "
             "during validation (start services in solve.sh or test.sh)"))
-    named = set(_ABSOLUTE_PATH.findall(instruction))
+    named = _paths_in(instruction)
+    words = {w.rstrip(".").removeprefix("./") for w in _RELATIVE_PATH.findall(instruction)}
+    workdir = task.section("environment").get("workdir") or _dockerfile_workdir(dockerfile)
     for rel, text in tests.items():
-        for path in sorted(set(_ABSOLUTE_PATH.findall(text)) - named):
-            if not any(p == path or p.startswith(path + "/") or path.startswith(p + "/")
-                       for p in named):
+        for path in sorted(_paths_in(text) - named):
+            if not _named_in_instruction(path, named, words, str(workdir or DEFAULT_WORKDIR)):
                 findings.append(finding(
                     "path_not_in_instruction", "warning",
                     f"{rel} checks {path}, which instruction.md never names"))
+    findings += task_defects.static_task_defects(
+        instruction=instruction, solve_sh=solve_sh,
+        environment_files=_text_files(task.dir / "environment"),
+        solution_files=_text_files(task.dir / "solution"), tests_files=tests)
     return findings
 
+
+def leak_search_roots(dockerfile: str, workdir: str | None) -> list[str]:
+    """The image paths the leaked-answer check reads besides the snapshot roots: every COPY/ADD
+    destination of the Dockerfile, where a hidden answer file lands. Each path costs an archive
+    call in the first trial, so fixed guesses (/root, /srv, ...) are not read: in bench runs
+    eight of them made the first trial 0.3-0.5 s slower for files that are almost never there."""
+    found: list[str] = []
+    current = workdir or "/"
+    for _line, word, args in dockerfile_instructions(dockerfile):
+        if word == "WORKDIR":
+            current = posixpath.join(current, args.strip())
+        elif word in ("COPY", "ADD"):
+            flags, paths = split_copy_args(args)
+            if paths and not any(flag.startswith("--from") for flag in flags):
+                found.append(posixpath.normpath(posixpath.join(current, paths[-1])))
+    return list(dict.fromkeys(found))
+
+
+def _dockerfile_workdir(dockerfile: str) -> str | None:
+    workdirs = [args.strip() for _line, word, args in dockerfile_instructions(dockerfile)
+                if word == "WORKDIR"]
+    return workdirs[-1] if workdirs and workdirs[-1].startswith("/") else None
 
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

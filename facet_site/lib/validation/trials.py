@@ -1,12 +1,16 @@
 """Running validation's trials (nop, oracle, partial) in fresh sandboxes, the way Harbor runs a
 trial (harbor-format.md §3), reading what the verifier left in /logs/verifier, and judging each
 trial; plus the environment's initial state e0. Django-free.
+
+The trials of one validation may run in threads at once (TrialRunner.run is thread-safe): e0 is
+captured once, under a lock, by whichever trial starts first, before anything runs in it.
 """
 from __future__ import annotations
 
 import json
 import posixpath
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +20,7 @@ import docker
 import requests
 
 from facet_site.lib import docker_engine as de
-from facet_site.lib import verifier_output
+from facet_site.lib import task_defects, verifier_output
 from facet_site.lib.validation.report import (INFRA_ERROR, NOP_UNEXPECTED_PASS, ORACLE_FAILED,
                                               PARTIAL_UNEXPECTED_PASS, SOLUTION_FAILED, SOLUTION_TIMEOUT,
                                               VERIFIER_NO_REWARD, VERIFIER_TIMEOUT, TrialOutcome, cap_text)
@@ -25,6 +29,42 @@ from facet_site.lib.validation.task_checks import (DEFAULT_LIMITS, DEFAULT_WORKD
 
 # Small reports come inline with the directory listing; bigger ones are downloaded one by one.
 _INLINE_RESULT_BYTES = 256 * 1024
+# Text files up to this size are read whole from e0 and from the oracle's outputs, for the
+# leaked-answer check (task_defects.find_leaked_answers); what is stored keeps only a head.
+LEAK_TEXT_BYTES = 1 * de.MiB
+_STORED_HEAD = 2048
+
+# What a trial record keeps of everything task code can inflate (docs/operations.md): a fork
+# bomb's thousands of identical processes become one line with a count, and no list or text the
+# solution or verifier controls grows past these. Logs have their own cap (cap_text).
+MAX_PROCESSES = 50  # distinct commands per list (processes started / ended), each with its count
+MAX_COMMAND_CHARS = 300
+MAX_PATHS = 200  # paths per fs-diff list (added, removed, modified); the totals stay
+MAX_PATH_CHARS = 500
+MAX_TEST_RESULTS = 500  # per trial, from the verifier's JUnit/CTRF report
+MAX_TEST_NAME_CHARS = 500
+MAX_TEST_MESSAGE_CHARS = 2000
+MAX_REASON_CHARS = 4000
+MAX_REWARD_KEYS = 50  # metrics kept from reward.json
+MAX_REWARD_KEY_CHARS = 100
+
+
+def _texts(snap: de.Snapshot, paths=None) -> dict[str, str]:
+    """path -> whole text of the snapshot's text files read in full (size ≤ LEAK_TEXT_BYTES)."""
+    out = {}
+    for path in (snap.files if paths is None else paths):
+        entry = snap.files.get(path)
+        if (entry is not None and entry.kind == "file" and entry.text_head is not None
+                and entry.size <= LEAK_TEXT_BYTES
+                and len(entry.text_head.encode("utf-8", "surrogatepass")) == entry.size):
+            out[path] = entry.text_head
+    return out
+
+
+def _trim_heads(snap: de.Snapshot) -> None:
+    for entry in snap.files.values():
+        if entry.text_head is not None and len(entry.text_head) > _STORED_HEAD:
+            entry.text_head = entry.text_head[:_STORED_HEAD]
 
 
 def image_workdir_of(client: docker.DockerClient, image_tag: str) -> str:
@@ -46,6 +86,54 @@ def _only_under(snap: de.Snapshot, roots: Sequence[str]) -> de.Snapshot:
                        missing=[m for m in snap.missing if m in keep],
                        processes=snap.processes, truncated=snap.truncated,
                        taken_at=snap.taken_at)
+
+
+def count_commands(commands: Sequence[str], *, limit: int = MAX_PROCESSES) -> tuple[list[dict], int]:
+    """Distinct commands (cut to MAX_COMMAND_CHARS) with how often each ran, most frequent first,
+    at most `limit` of them; and how many runs the omitted commands account for."""
+    counts: dict[str, int] = {}
+    for command in commands:
+        key = command[:MAX_COMMAND_CHARS]
+        counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])  # stable: first seen first among equals
+    kept = [{"args": args, "count": n} for args, n in ranked[:limit]]
+    return kept, sum(n for _, n in ranked[limit:])
+
+
+def bound_diff(diff: dict) -> dict:
+    """The fs diff as stored: process lists counted and capped, path lists capped, with totals."""
+    for key in ("processes_started", "processes_ended"):
+        raw = diff.get(key) or []
+        diff[f"{key}_total"] = len(raw)
+        diff[key], diff[f"{key}_omitted"] = count_commands(raw)
+    for key in ("added", "removed"):
+        raw = diff.get(key) or []
+        diff[f"{key}_total"] = len(raw)
+        diff[key] = [p[:MAX_PATH_CHARS] for p in raw[:MAX_PATHS]]
+    modified = diff.get("modified") or {}
+    diff["modified_total"] = len(modified)
+    diff["modified"] = {p[:MAX_PATH_CHARS]: what for p, what in list(modified.items())[:MAX_PATHS]}
+    return diff
+
+
+def bound_outcome(result: TrialOutcome) -> TrialOutcome:
+    """Every field of a trial outcome that the task's code can inflate, within the caps above
+    (called once a trial ends, before anything stores or reports it)."""
+    if result.fs_diff is not None:
+        bound_diff(result.fs_diff)
+    if result.reason:
+        result.reason = cap_text(result.reason, MAX_REASON_CHARS)
+    tests = result.test_results
+    if len(tests) > MAX_TEST_RESULTS:
+        result.test_results = tests[:MAX_TEST_RESULTS] + [{
+            "name": f"[facet: {len(tests) - MAX_TEST_RESULTS} more test results not kept]",
+            "outcome": "skipped", "message": ""}]
+    for t in result.test_results:
+        t["name"] = str(t.get("name", ""))[:MAX_TEST_NAME_CHARS]
+        t["message"] = cap_text(str(t.get("message") or ""), MAX_TEST_MESSAGE_CHARS)
+    if len(result.rewards) > MAX_REWARD_KEYS or any(len(str(k)) > MAX_REWARD_KEY_CHARS for k in result.rewards):
+        result.rewards = {str(k)[:MAX_REWARD_KEY_CHARS]: v for k, v in list(result.rewards.items())[:MAX_REWARD_KEYS]}
+    return result
 
 
 def _summarize_diff(before: de.Snapshot, after: de.Snapshot, max_files: int = 200) -> dict:
@@ -72,8 +160,12 @@ def _initial_state_from(image_tag: str, roots: Sequence[str], workdir: str | Non
         "image_tag": image_tag,
         "workdir": workdir,
         "roots": list(roots),
-        "snapshot": snapshot.to_dict(),
-        "services": [p.args for p in snapshot.processes or []],
+        "snapshot": {**snapshot.to_dict(), "processes": None if snapshot.processes is None else [
+            {"pid": p.pid, "ppid": p.ppid, "uid": p.uid, "args": p.args[:MAX_COMMAND_CHARS]}
+            for p in snapshot.processes[:MAX_PROCESSES]]},
+        # the environment's own processes; a start command that forks many copies counts them
+        "services": [p["args"] if p["count"] == 1 else f"{p['args']} (×{p['count']})"
+                     for p in count_commands([p.args for p in snapshot.processes or []])[0]],
     }
 
 
@@ -98,6 +190,7 @@ class TrialPlan:
     kind: str
     index: int = 0
     solve_sh: bytes | None = None  # replaces solution/solve.sh (partial trials)
+    repeat: int = 0  # which run of a repeated nop or oracle trial
 
 
 class TrialRunner:
@@ -108,7 +201,7 @@ class TrialRunner:
                  snapshot_roots: Sequence[str], solution_timeout_s: float,
                  verifier_timeout_s: float, report_output_bytes: int,
                  keep_logs_dir: Path | None, measure_memory: bool,
-                 trial_log_max_bytes: int = 64 * de.MiB):
+                 trial_log_max_bytes: int = 64 * de.MiB, leak_roots: Sequence[str] = ()):
         self.client = client
         self.task = task
         self.image_tag = image_tag
@@ -116,6 +209,9 @@ class TrialRunner:
         self.limits = limits
         self.workdir = workdir
         self.roots = list(snapshot_roots)
+        # read (not stored) for the leaked-answer check: where else the image keeps task files
+        self.leak_roots = [r for r in leak_roots
+                           if not any(r == k or r.startswith(k.rstrip("/") + "/") for k in self.roots)]
         self.solution_timeout_s = solution_timeout_s
         self.verifier_timeout_s = verifier_timeout_s
         self.report_output_bytes = report_output_bytes
@@ -125,8 +221,12 @@ class TrialRunner:
         self.container_env = task.env("environment")
         self.findings: list[dict] = []
         self.e0: de.Snapshot | None = None
+        self.e0_texts: dict[str, str] = {}  # e0's text files, whole (the leaked-answer check)
+        self.oracle_outputs: dict[str, dict[str, str]] = {}  # trial name -> files it wrote, whole
         self.initial_state: dict | None = None
-        self.phase = "setup"  # whose code runs: "setup", "solution", "verifier"
+        self._e0_lock = threading.Lock()
+        self._findings_lock = threading.Lock()
+        self._local = threading.local()  # per trial thread: phase
         self._log_dirs_tmp = tempfile.TemporaryDirectory(prefix="facet-logs-")
         self.log_dirs = Path(self._log_dirs_tmp.name)
         for d in LOG_DIRS:
@@ -135,9 +235,26 @@ class TrialRunner:
     def close(self) -> None:
         self._log_dirs_tmp.cleanup()
 
+    @property
+    def phase(self) -> str:
+        """Whose code the calling thread's trial runs: "setup", "solution" or "verifier"."""
+        return getattr(self._local, "phase", "setup")
+
+    @phase.setter
+    def phase(self, value: str) -> None:
+        self._local.phase = value
+
+    def add_finding(self, new: dict) -> None:
+        # One finding per check and message: repeated trials see the same trouble again.
+        with self._findings_lock:
+            if not any(f["check"] == new["check"] and f["message"] == new["message"]
+                       for f in self.findings):
+                self.findings.append(new)
+
     def run(self, plan: TrialPlan) -> TrialOutcome:
         started = time.monotonic()
-        result = TrialOutcome(kind=plan.kind, reward=None, passed=False, index=plan.index)
+        result = TrialOutcome(kind=plan.kind, reward=None, passed=False, index=plan.index,
+                              repeat=plan.repeat)
         logs = self._logs_dir(result)
         self.phase = "setup"
         sb: de.Sandbox | None = None
@@ -168,6 +285,7 @@ class TrialRunner:
             result.failure, result.reason = INFRA_ERROR, f"{type(exc).__name__}: {exc}"
             result.passed = False
         result.total_seconds = time.monotonic() - started
+        bound_outcome(result)
         if logs is not None:
             (logs / "result.json").write_text(json.dumps(result.to_dict(), indent=2))
         return result
@@ -181,18 +299,9 @@ class TrialRunner:
 
     def _trial(self, sb: de.Sandbox, plan: TrialPlan, result: TrialOutcome,
                logs: Path | None) -> None:
-        if self.e0 is None:
-            # The first trial's untouched sandbox is e0: no extra container for it.
-            probe = sb.snapshot(self.roots + ["/tests", "/solution"])
-            self.e0 = _only_under(probe, self.roots)
-            self.initial_state = _initial_state_from(self.image_tag, self.roots,
-                                                     self.workdir, self.e0)
-            for leaked in ("/tests", "/solution"):
-                if leaked not in probe.missing:
-                    self.findings.append(finding(
-                        "answers_in_image", "error",
-                        f"the image already contains {leaked}; it must be uploaded only at "
-                        "trial time"))
+        with self._e0_lock:
+            if self.e0 is None:
+                self._capture_e0(sb)
         # /logs/{verifier,agent,artifacts} travel in the first upload (an exec costs as much
         # as an upload); they must be writable by everyone when a phase runs as another user.
         files: dict[str, Any] = {"/logs": self.log_dirs}
@@ -214,9 +323,14 @@ class TrialRunner:
             result.solution_exit_code = solution.exit_code
             result.solution_seconds = solution.seconds
             result.solution_output = cap_text(solution.output, self.report_output_bytes)
-            after = sb.snapshot(self.roots + [VERIFIER_LOGS])
+            reads_whole = plan.kind == "oracle"
+            after = sb.snapshot(self.roots + [VERIFIER_LOGS],
+                                **({"max_text_head": LEAK_TEXT_BYTES} if reads_whole else {}))
             assert self.e0 is not None
             result.fs_diff = _summarize_diff(self.e0, _only_under(after, self.roots))
+            if reads_whole:
+                changed = [*result.fs_diff["added"], *result.fs_diff["modified"]]
+                self.oracle_outputs[result.name] = _texts(after, changed)
             left = sorted(p for p in after.files if p.startswith(VERIFIER_LOGS + "/"))
             if left:
                 self._clear_verifier_logs(sb, plan, left)
@@ -233,10 +347,34 @@ class TrialRunner:
         result.verifier_exit_code = verifier.exit_code
         result.verifier_seconds = verifier.seconds
         result.verifier_output = cap_text(verifier.output, self.report_output_bytes)
+        if network := task_defects.verifier_network_finding(verifier.output, result.kind):
+            self.add_finding(network)
         self._read_verifier_logs(sb, result, logs)
         if self.measure_memory:
             result.peak_memory_bytes = sb.peak_memory_bytes()
         self._judge(result, solution=solution, verifier=verifier)
+
+    def _capture_e0(self, sb: de.Sandbox) -> None:
+        # The first trial's untouched sandbox is e0: no extra container for it. Text files are
+        # read whole here (one archive read) for the leaked-answer check; e0 as stored keeps
+        # heads only.
+        probe = sb.snapshot(self.roots + ["/tests", "/solution"], max_text_head=LEAK_TEXT_BYTES)
+        e0 = _only_under(probe, self.roots)
+        self.e0_texts = _texts(e0)
+        if self.leak_roots:
+            # Bounded: a big tree outside the workspace (a toolchain in /opt) is read only so far.
+            extra = sb.snapshot(self.leak_roots, max_text_head=LEAK_TEXT_BYTES, max_files=5000,
+                                max_bytes=64 * de.MiB)
+            self.e0_texts.update(_texts(extra))
+        _trim_heads(e0)
+        self.initial_state = _initial_state_from(self.image_tag, self.roots, self.workdir, e0)
+        self.e0 = e0
+        for leaked in ("/tests", "/solution"):
+            if leaked not in probe.missing:
+                self.add_finding(finding(
+                    "answers_in_image", "error",
+                    f"the image already contains {leaked}; it must be uploaded only at "
+                    "trial time", file=leaked))
 
     def _full_log(self, logs: Path | None, name: str) -> dict:
         # The whole output streams to the trial's log file as it comes (the exec keeps only a
@@ -259,7 +397,7 @@ class TrialRunner:
         sb.exec(f"find {VERIFIER_LOGS} -mindepth 1 -delete; chmod 777 {VERIFIER_LOGS}",
                 timeout_s=30, user="0")
         if plan.kind == "oracle":
-            self.findings.append(finding(
+            self.add_finding(finding(
                 "solution_writes_reward", "error",
                 f"solve.sh left files in {VERIFIER_LOGS} ({', '.join(left[:5])}); only the "
                 "verifier may write there"))
@@ -276,12 +414,12 @@ class TrialRunner:
         if out.problem:
             result.reason = out.problem
         if out.txt_disagrees is not None:
-            self.findings.append(finding(
+            self.add_finding(finding(
                 "reward_files_disagree", "warning",
                 f"reward.txt says {out.txt_disagrees} and reward.json says {out.rewards['reward']}; "
                 "Harbor versions differ in which one they read"))
         for exc in out.report_errors:
-            self.findings.append(finding("results_unreadable", "warning",
+            self.add_finding(finding("results_unreadable", "warning",
                                          f"{VERIFIER_LOGS}/{exc.file}: {exc.message}"))
         if out.tests_source is not None:
             result.test_results, result.test_results_source = out.test_dicts, out.tests_source

@@ -18,12 +18,14 @@ and those tasks show as waiting for Docker until an engine answers; no rollout b
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
-import signal
+import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -32,6 +34,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 from facet_site.services import ensure_user
+from facet_site.workers import WorkerProcess, logs_dir
 from skills import services as skill_services
 from skills.models import Skill
 
@@ -65,6 +68,14 @@ _ROLLOUT_SUBJECT = re.compile(r":model:(.+):attempt:\d+:turn\d+$")
 def demo_rollout_query(run) -> str:
     """The tasks the demo's rollout batch covers (the shared task filter's syntax)."""
     return f"run={run.pk}&status=validated"
+
+
+def ensure_demo_users() -> None:
+    """The demo's admin, reviewer and viewer, made only when missing: a password someone changed
+    is never reset (the printed passwords are for the loopback demo only)."""
+    for username, password, role in DEMO_USERS:
+        if not get_user_model().objects.filter(username=username).exists():
+            ensure_user(username=username, password=password, role=role)
 
 
 def cassette_rollout_model(path: Path = DEMO_CASSETTE) -> str:
@@ -102,9 +113,9 @@ def run_demo_rollouts(command: "Command", run, *, docker_ready: bool = True) -> 
             return
         admin = get_user_model().objects.filter(username="admin").first()
         batch = rollouts.create_batch(query=demo_rollout_query(run), model=model, name=DEMO_BATCH_NAME, user=admin,
-                                      run=run, llm={"provider": "replay", "cassette": str(DEMO_CASSETTE)},
+                                      run=run, llm={"provider": "replay", "cassette": str(DEMO_CASSETTE)}, trusted=True,
                                       **DEMO_ROLLOUTS)
-        command.stdout.write(f"\nRollout batch #{batch.pk}: {batch.selection['tasks']} validated tasks × "
+        command.stdout.write(f"Rollouts: batch #{batch.pk}, {batch.selection['tasks']} validated tasks × "
                              f"{batch.attempts} attempts by {model} (turns replayed from the cassette).")
     unfinished = batch.trajectories.filter(status__in=rollouts.UNFINISHED)
     if unfinished.exists() and docker_ready:
@@ -141,8 +152,9 @@ def _run_batch(command: "Command", batch) -> None:
         line = f"  rollouts: {p['finished']}/{p['total']} finished, {p['passed']} passed, {p['running']} running"
         if line != last:
             last = line
-            command.stdout.write(line)
+            command.progress(line)
         if not Trajectory.objects.filter(batch=batch, status__in=rollouts.UNFINISHED).exists():
+            command.progress(line, done=True)
             return
         time.sleep(1)
     else:
@@ -166,7 +178,7 @@ def rollout_report(command: "Command", batch) -> None:
             .annotate(n=Count("id", filter=Q(status="done")), passed=Count("id", filter=Q(passed=True)),
                       errors=Count("id", filter=Q(status="error")))
             .order_by("task_id"))
-    command.stdout.write(f"\nRollout batch #{batch.pk} ({batch.get_status_display()}), "
+    command.stdout.write(f"Rollout batch #{batch.pk} ({batch.get_status_display()}), "
                          f"{batch.model} × {batch.attempts}:")
     for r in rows:
         rate = f"{r['passed']}/{r['n']} passed" if r["n"] else "not run"
@@ -192,44 +204,58 @@ def database_url() -> str:
     return f"postgres://{user}{password}{at}{s.get('HOST') or '127.0.0.1'}:{s.get('PORT') or 5432}/{s['NAME']}"
 
 
-class DemoWorker:
+class DemoWorker(WorkerProcess):
     """A Celery worker on all three queues, on the broker settings name (the filesystem one unless
     CELERY_BROKER_URL says otherwise), started when the demo first needs it and stopped at the end.
-    Construction and rollouts share it."""
+    Construction and rollouts share it; `facet serve` starts its own worker, with beat, afterwards."""
 
     def __init__(self, command: BaseCommand):
         self.command = command
-        self.proc: subprocess.Popen | None = None
-        self.log_path = Path(settings.DATA_DIR) / "demo-worker.log"
+        super().__init__(queues="default,llm,docker", name=f"demo-{os.getpid()}@%h", beat=False,
+                         log_path=logs_dir() / "demo-worker.log")
 
     def start(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if self.running():
             return
-        env = dict(os.environ, DATABASE_URL=database_url(),
-                   DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE", "facet_site.settings"),
-                   FACET_DATA_DIR=str(Path(settings.BROKER_DIR).parent))
-        with open(self.log_path, "a") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "facet_site.cli", "worker", "-Q", "default,llm,docker", "-c", "2",
-                 "--no-beat", "-l", "INFO", "-n", f"demo-{os.getpid()}@%h"],
-                cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self.command.stdout.write(f"Started a Celery worker (pid {self.proc.pid}, log {self.log_path}).")
+        # the environment as it is now: --no-docker has pointed DOCKER_HOST nowhere by then
+        self.env = dict(os.environ, DATABASE_URL=database_url(),
+                        DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE", "facet_site.settings"),
+                        FACET_DATA_DIR=str(Path(settings.BROKER_DIR).parent))
+        super().start()
+        self.command.stdout.write(f"  Started a Celery worker (pid {self.pid}, log {self.log_path}).")
 
-    def died(self) -> bool:
-        return self.proc is not None and self.proc.poll() is not None
 
-    def stop(self) -> None:
-        worker, self.proc = self.proc, None
-        if worker is None or worker.poll() is not None:
-            return
-        try:
-            os.killpg(worker.pid, signal.SIGTERM)  # a warm shutdown: the job in hand finishes first
-            worker.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(timeout=10)
-        except ProcessLookupError:
-            pass
+@contextmanager
+def third_party_output_in(path: Path):
+    """Everything libraries log (faiss looking for AVX builds, ONNX quantization, deprecation
+    warnings) goes to `path` instead of the terminal while the demo runs; the demo's own lines stay."""
+    root = logging.getLogger()
+    console = [h for h in root.handlers if type(h) is logging.StreamHandler]
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for h in console:
+        root.removeHandler(h)
+    root.addHandler(handler)
+    logging.captureWarnings(True)
+    # progress bars (the embedding model's "Loading weights") write to the terminal directly
+    quiet = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
+    saved = {name: os.environ.get(name) for name in quiet}
+    os.environ.update(quiet)
+    if "transformers" in sys.modules:
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        logging.captureWarnings(False)
+        root.removeHandler(handler)
+        handler.close()
+        for h in console:
+            root.addHandler(h)
 
 
 class Command(BaseCommand):
@@ -260,11 +286,26 @@ class Command(BaseCommand):
         started = time.monotonic()
         self.mode = "inline" if inline else ("external" if external_workers else "worker")
         self.timeout = timeout
+        log_path = logs_dir() / "demo.log"
+        self.stdout.write(f"facet demo: one line per step here; libraries' output and the details in {log_path}")
+        with third_party_output_in(log_path):
+            self.pipeline(no_docker=no_docker, no_rollouts=no_rollouts)
+        from tasks.models import ReviewState, Task, TaskStatus
+
+        waiting = Task.objects.filter(status=TaskStatus.VALIDATED, review_state=ReviewState.UNREVIEWED).count()
+        self.stdout.write(self.style.SUCCESS(f"\nDemo ready in {time.monotonic() - started:.0f} s."))
+        self.stdout.write(f"  review queue: {waiting} validated task{'s' if waiting != 1 else ''} waiting for a "
+                          "decision at http://127.0.0.1:8000/tasks/queue/ (log in as reviewer)")
         for username, password, role in DEMO_USERS:
-            ensure_user(username=username, password=password, role=role)
+            self.stdout.write(f"  {role:<9} login: {username} / {password} (unless its password was changed)")
+        self.stdout.write("  demo users are for the loopback demo only: never expose it to a network")
+        self.stdout.write("  facet is at http://127.0.0.1:8000 once `facet serve` (the next step of `make demo`) runs")
+
+    def pipeline(self, *, no_docker: bool, no_rollouts: bool) -> None:
+        ensure_demo_users()
         before = Skill.objects.count()
         batch = skill_services.ingest_path(DEMO_CORPUS, label="demo-corpus")
-        self.stdout.write(f"Demo corpus: {batch.message} ({Skill.objects.count() - before} new rows).")
+        self.stdout.write(f"Ingest: demo corpus, {batch.message} ({Skill.objects.count() - before} new rows).")
         self.worker = DemoWorker(self) if self.mode == "worker" else None
         docker_host = settings.DOCKER_HOST
         try:
@@ -284,15 +325,15 @@ class Command(BaseCommand):
             settings.DOCKER_HOST = docker_host
             if self.worker is not None:
                 self.worker.stop()
-        self.stdout.write(self.style.SUCCESS(f"\nDemo ready in {time.monotonic() - started:.0f} s: "
-                                             "facet is at http://127.0.0.1:8000"))
-        for username, password, role in DEMO_USERS:
-            self.stdout.write(f"  {role:<9} login: {username} / {password}")
-        from tasks.models import ReviewState, Task, TaskStatus
 
-        waiting = Task.objects.filter(status=TaskStatus.VALIDATED, review_state=ReviewState.UNREVIEWED).count()
-        self.stdout.write(f"  review queue: {waiting} validated task{'s' if waiting != 1 else ''} waiting for a "
-                          "decision at http://127.0.0.1:8000/tasks/queue/ (log in as reviewer)")
+    def progress(self, line: str, *, done: bool = False) -> None:
+        """A line that changes as work moves: rewritten in place on a terminal, one line per change
+        in a log."""
+        if self.stdout.isatty():
+            self.stdout.write(f"\r{line:<100}", ending="\n" if done else "")
+            self.stdout.flush()
+        elif not done:
+            self.stdout.write(line)
 
     # --- synthesis --------------------------------------------------------------------------------
 
@@ -314,7 +355,7 @@ class Command(BaseCommand):
             run = unfinished  # an earlier demo's run, still on the workers: hand out its work again
             run_services.advance_run(run.pk)
         else:
-            run = run_services.start_run(name=DEMO_RUN_NAME, user=admin, enqueue=external, config={
+            run = run_services.start_run(name=DEMO_RUN_NAME, user=admin, enqueue=external, trusted=True, config={
                 "limits": DEMO_LIMITS,
                 "llm": {"provider": "replay", "cassette": str(DEMO_CASSETTE), "model": "scripted-demo"},
                 # constructed below by this command, not by the end of the run
@@ -364,8 +405,14 @@ class Command(BaseCommand):
                 return str(exc)  # somebody else's engine: not ours to start
             if os.geteuid() != 0:
                 return f"{exc} (only root can start one here)"
-            self.stdout.write("Starting a Docker Engine (scripts/start-dockerd) ...")
-            proc = subprocess.run(["bash", str(START_DOCKERD)], capture_output=True, text=True, timeout=600)
+            missing = [pkg for pkg, program in (("docker.io", "dockerd"), ("debootstrap", "debootstrap"))
+                       if not shutil.which(program)]
+            installing = (f"installing Debian packages {', '.join(missing)} (apt-get, needs root), then "
+                          if missing else "")
+            self.stdout.write(f"Docker: {installing}starting dockerd as root (scripts/start-dockerd, log in "
+                              f"{Path(settings.DATA_DIR) / 'dockerd.log'}) ...")
+            proc = subprocess.run(["bash", str(START_DOCKERD)], capture_output=True, text=True, timeout=900)
+            logging.getLogger("facet.demo").info("scripts/start-dockerd:\n%s%s", proc.stdout, proc.stderr)
             if proc.returncode != 0:
                 return f"{exc}; scripts/start-dockerd failed: {proc.stderr.strip()[-600:]}"
             try:
@@ -377,11 +424,12 @@ class Command(BaseCommand):
             if de.find_image(client, tag) is None:
                 if tag != de.BASE_IMAGE_TAG:
                     return f"the base image {tag} (FACET_BASE_IMAGE) is missing; build or pull it first"
-                self.stdout.write(f"Building the base image {tag} (debootstrap of Debian bookworm, a few minutes, "
+                self.stdout.write(f"Base image: building {tag} with debootstrap (Debian bookworm; a few minutes, "
                                   "once) ...")
                 de.ensure_base_image(client, tag, data_dir=Path(settings.DATA_DIR))
             info = client.version()
-            self.stdout.write(f"Docker Engine {info.get('Version')} at {de.engine_url(settings.DOCKER_HOST)}, base image {tag}.")
+            self.stdout.write(f"Docker: Engine {info.get('Version')} at {de.engine_url(settings.DOCKER_HOST)}, "
+                              f"base image {tag}.")
         except de.DockerEngineError as exc:
             return f"the Docker Engine answered but the base image is not usable: {exc}"
         finally:
@@ -452,8 +500,10 @@ class Command(BaseCommand):
                 counts = {}
                 for status, _ in state:
                     counts[status] = counts.get(status, 0) + 1
-                self.stdout.write("  " + ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items())))
+                line = "  tasks: " + ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items()))
+                self.progress(line)
             if not any(status in OPEN_STATUSES for status, _, _ in rows):
+                self.progress(line, done=True)
                 return True
             if time.monotonic() - last_change > 90:
                 # Nothing moved for a while: hand the open steps out again (claims make it harmless).
@@ -470,12 +520,20 @@ class Command(BaseCommand):
         from tasks.models import Task, TaskStatus
 
         tasks = list(Task.objects.filter(run=run).select_related("environment").order_by("id"))
-        self.stdout.write(f"\nTasks of run #{run.pk}:")
+        # What happened to each task (builds, repairs, why one was dropped) is for the log and the
+        # task pages; the terminal gets the totals.
+        details = logging.getLogger("facet.demo")
+        details.info("Tasks of run #%s:", run.pk)
         for task in tasks:
-            self.stdout.write(f"  #{task.pk:<4} {task.get_status_display():<20} {task.name[:70]}")
+            details.info("  #%-4s %-20s %s", task.pk, task.get_status_display(), task.name[:70])
             for line in task_story(task):
-                self.stdout.write(f"          {line}")
-        self.stdout.write("\nFunnel (Table 5):")
+                details.info("          %s", line)
+        statuses: dict[str, int] = {}
+        for task in tasks:
+            statuses[task.get_status_display().lower()] = statuses.get(task.get_status_display().lower(), 0) + 1
+        self.stdout.write(f"Tasks of run #{run.pk}: " + ", ".join(f"{n} {s}" for s, n in statuses.items())
+                          + " (each task's story: the log, or the Tasks page)")
+        self.stdout.write("Funnel (Table 5):")
         for row in funnel(run):
             retention = f"{row['retention']:.1f}%" if row["retention"] is not None else ""
             self.stdout.write(f"  {row['label']:<32} {row['count']:>4} {retention:>8}")

@@ -28,6 +28,10 @@ class Command(BaseCommand):
         start.add_argument("--cassette", help="Recorded responses to replay (with --provider replay).")
         start.add_argument("--user", help="Username to record as the run's creator.")
         start.add_argument("--wait", action="store_true", help="Run every stage in this process and print a summary.")
+        start.add_argument("--dry-run", action="store_true",
+                           help="Start nothing: print the estimate of calls, tokens, cost and time.")
+        start.add_argument("--workers", type=int, default=1,
+                           help="llm workers the estimate assumes (each keeps FACET_LLM_CONCURRENCY calls in flight).")
 
         status = sub.add_parser("status", help="Progress, token use and recent errors of one run.")
         status.add_argument("run_id", type=int)
@@ -42,7 +46,8 @@ class Command(BaseCommand):
         return getattr(self, f"_{action}")(**options)
 
     def _start(self, *, name, strategy=None, categories=None, source=None, max_skills=None, max_pairs=None,
-               max_tokens=None, model=None, provider=None, cassette=None, user=None, wait=False, **_):
+               max_tokens=None, model=None, provider=None, cassette=None, user=None, wait=False, dry_run=False,
+               workers=1, **_):
         if cassette and provider != "replay":
             raise CommandError("--cassette: only used with --provider replay")
         creator = None
@@ -56,9 +61,21 @@ class Command(BaseCommand):
             "limits": {"max_pairs": max_pairs, "max_tokens": max_tokens},
             "llm": {"model": model, "provider": provider, "cassette": cassette},
         })
+        if dry_run:
+            from scenarios.estimate import describe, estimate_config
+
+            if workers < 1:
+                raise CommandError("--workers: at least 1")
+            try:
+                estimate = estimate_config(config, trusted=True, workers=workers)
+            except RunConfigError as exc:
+                raise CommandError(str(exc)) from None
+            self.stdout.write("\n".join(describe(estimate)))
+            return
         try:
-            # --wait runs the stages here, so no job is queued for a worker to race with
-            run = services.start_run(name=name, user=creator, config=config, enqueue=not wait)
+            # --wait runs the stages here, so no job is queued for a worker to race with; the CLI is the
+            # operator's, so --provider/--cassette may set what a run started on the web may not
+            run = services.start_run(name=name, user=creator, config=config, enqueue=not wait, trusted=True)
         except RunConfigError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(str(run.pk))

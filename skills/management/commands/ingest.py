@@ -42,7 +42,9 @@ class Command(BaseCommand):
         out.write(f"  updated          {s.get('updated', 0)}")
         out.write(f"  unchanged        {s.get('unchanged', 0)}")
         out.write(f"  accepted         {s.get('accepted', 0)}")
+        out.write(f"  held for review  {s.get('held', 0)}")
         out.write(f"  duplicates       {s.get('duplicates', 0)}")
+        out.write(f"  displaced        {s.get('displaced', 0)}")
         for reason, n in s.get("rejected_by_reason", {}).items():
             out.write(f"  rejected: {reason:<14} {n}")
         for severity, label, style in (("error", "errors  ", self.style.ERROR), ("warning", "warnings", self.style.WARNING)):

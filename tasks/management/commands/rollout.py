@@ -51,7 +51,7 @@ class Command(BaseCommand):
         try:
             with transaction.atomic():
                 batch = rollouts.create_batch(query=query, model=model, attempts=attempts, max_turns=max_turns,
-                                              timeout_s=timeout, name=name, llm=llm)
+                                              timeout_s=timeout, name=name, llm=llm, trusted=True)
                 if not wait:
                     rollouts.start_batch(batch)
         except rollouts.RolloutError as exc:

@@ -6,7 +6,6 @@ from django.core.management.base import BaseCommand, CommandError
 from facet_site.lib import harbor
 from tasks import construction, imports, validating
 from tasks.models import Task, TaskVersion, ValidationStatus
-from tasks.versions import bundle_of, text_files
 
 
 class Command(BaseCommand):
@@ -59,7 +58,8 @@ class Command(BaseCommand):
             self.stdout.write(f"Imported task #{task.pk} as version {version.pk} ({version.content_hash})")
             return version
         bundle = harbor.read_task_dir(Path(import_dir))
-        digest = harbor.content_hash(bundle_of(bundle.name, text_files(bundle)))
+        imports.restore_local_base(bundle)  # as the import stored it (a facet export coming back)
+        digest = harbor.content_hash(bundle)
         version = TaskVersion.objects.select_related("task").get(content_hash=digest)
         self.stdout.write(f"Already here as task #{version.task_id} version {version.pk} ({digest})")
         return version

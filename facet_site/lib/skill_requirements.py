@@ -1,0 +1,142 @@
+"""Credential requirements of a skill, required or optional, Django-free.
+
+`skill_filters` finds the secrets a skill names (declared env vars in the frontmatter, secret-shaped
+variables and key placeholders in the body) and hands them here as `Requirement`s; this module adds
+the requirements stated only in prose and decides which are really required:
+
+* Prose: "Needs env: OPENAI_API_KEY", "Required environment variables: A_TOKEN, B_SECRET",
+  "API key (required)", "requires an API key", "you'll need a personal access token",
+  "an API key is required". A negation on the line ("no API key required") is not a requirement.
+* Optional: the requirement's line, or any line that names the same variable, says optional,
+  "if you have", "if available/set/provided", "not required", "for higher rate limits" ... .
+* A no-key path: the skill says it works without a key anywhere ("free mode", "no API key
+  needed", "works without an API key", "keyless", "no signup"); then no credential is required.
+
+Only required credentials make a skill "private"; every requirement is recorded with where it is
+(`path`, 1-based `line`), where it came from (frontmatter, code, prose) and whether a no-key path
+exists, and shown on the skill page.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+__all__ = ["Requirement", "Requirements", "judge", "prose_requirements", "OPTIONAL", "NO_KEY_PATH"]
+
+OPTIONAL = re.compile(
+    r"\b(?:optional(?:ly)?|if\s+you\s+(?:have|want|prefer)|if\s+(?:available|set|provided|present|configured|needed)"
+    r"|not\s+(?:required|needed|necessary|mandatory)|for\s+(?:higher|better|increased)\s+(?:rate\s+)?limits?"
+    r"|to\s+unlock|recommended\s+but|can\s+be\s+omitted|falls?\s+back)\b",
+    re.I,
+)
+NO_KEY_PATH = re.compile(
+    r"\b(?:free\s+mode|no[- ]key\s+mode|keyless|works?\s+without\s+(?:an?\s+|any\s+)?(?:api\s+)?(?:key|token|account)s?"
+    r"|no\s+(?:api\s+)?(?:key|token)s?\s+(?:is\s+|are\s+)?(?:required|needed|necessary)"
+    r"|(?:requires|needs)\s+no\s+(?:api\s+)?(?:key|token)s?|without\s+(?:an?\s+|any\s+)?api\s+keys?"
+    r"|no\s+sign[- ]?up|no\s+registration)\b",
+    re.I,
+)
+_NEGATED = re.compile(r"\b(?:no|not|without|never|don'?t|doesn'?t)\b", re.I)
+_KEY_NOUN = r"(?:api[ _-]?keys?|access[ _-]tokens?|auth(?:entication)?[ _-]tokens?|secret[ _-]keys?|bearer\s+tokens?|personal\s+access\s+tokens?)"
+_PROSE_ENV = re.compile(
+    r"\b(?i:needs?|requires?|required)\s+(?i:env(?:ironment)?(?:\s+var(?:iable)?s?)?)\s*:\s*"
+    r"((?:`?[A-Z][A-Z0-9_]{2,}`?(?:\s*,\s*|\s+and\s+|\s+)?)+)"
+)
+_PROSE_KEY = re.compile(
+    rf"\b{_KEY_NOUN}\s*\(\s*(?:required|mandatory)\s*\)"
+    rf"|\b(?:requires?|needs?|you(?:'ll|\s+will)?\s+need|must\s+(?:have|set|provide|supply))\s+(?:an?\s+|your\s+|the\s+)?"
+    rf"(?:[\w.-]+\s+){{0,2}}?{_KEY_NOUN}\b"
+    rf"|\b{_KEY_NOUN}\s+(?:is|are)\s+(?:required|mandatory|needed)\b",
+    re.I,
+)
+_NAME = re.compile(r"[A-Z][A-Z0-9_]{2,}")
+_EVIDENCE_CHARS = 120
+
+
+@dataclass(frozen=True)
+class Requirement:
+    name: str  # the variable, or "API key" for a requirement stated without one
+    reason: str  # the private verdict's reason when required
+    evidence: str  # the text that states it
+    path: str
+    line: int  # 1-based; 0 when not tied to a line
+    source: str  # frontmatter | code | prose
+    required: bool = True
+    optional_because: str = ""
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "path": self.path, "line": self.line, "source": self.source,
+                "required": self.required, "evidence": self.evidence, "optional_because": self.optional_because}
+
+
+@dataclass(frozen=True)
+class Requirements:
+    items: tuple[Requirement, ...] = ()
+    no_key_path: bool = False
+    no_key_evidence: str = ""
+    no_key_line: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def required(self) -> list[Requirement]:
+        return [r for r in self.items if r.required]
+
+    def to_dict(self) -> dict:
+        return {"requirements": [r.to_dict() for r in self.items], "no_key_path": self.no_key_path,
+                "no_key_evidence": self.no_key_evidence, "no_key_line": self.no_key_line}
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _EVIDENCE_CHARS else text[: _EVIDENCE_CHARS - 1] + "…"
+
+
+def _lines(text: str) -> list[str]:
+    return (text or "").split("\n")
+
+
+def prose_requirements(body: str, *, path: str, first_line: int) -> list[Requirement]:
+    """Requirements stated in the body's prose ("Needs env: X", "API key (required)")."""
+    out: list[Requirement] = []
+    for i, line in enumerate(_lines(body)):
+        if "env" in line.lower():
+            for m in _PROSE_ENV.finditer(line):
+                for name in _NAME.findall(m.group(1)):
+                    out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose"))
+        for m in _PROSE_KEY.finditer(line):
+            if _NEGATED.search(line[max(0, m.start() - 30):m.end()]):
+                continue  # "no API key required", "does not need an API key"
+            out.append(Requirement("API key", "requires an API key (stated in prose)", _clip(m.group(0)), path,
+                                   first_line + i, "prose"))
+            break
+    return out
+
+
+def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]]) -> Requirements:
+    """Mark each requirement optional or required. `texts` are (path, first line, text) of
+    SKILL.md's frontmatter and body, searched for optional wording and a no-key path."""
+    no_key = ("", 0, "")
+    lines: list[tuple[str, int, str]] = []
+    for path, first, text in texts:
+        for i, line in enumerate(_lines(text)):
+            lines.append((path, first + i, line))
+            if not no_key[2] and (m := NO_KEY_PATH.search(line)):
+                no_key = (path, first + i, _clip(m.group(0)))
+    items = []
+    seen: set[tuple[str, str]] = set()
+    for req in found:
+        if (req.name, req.source) in seen and req.name != "API key":
+            continue
+        seen.add((req.name, req.source))
+        why = ""
+        mentions = [ln for _, _, ln in lines if req.name in ln] if req.name != "API key" else []
+        own = [ln for p, n, ln in lines if p == req.path and n == req.line]
+        for text in own + mentions:
+            if m := OPTIONAL.search(text):
+                why = f"said to be optional: “{_clip(m.group(0))}”"
+                break
+        if not why and no_key[2]:
+            why = f"the skill has a no-key path: “{no_key[2]}” (line {no_key[1]})"
+        items.append(replace(req, required=not why, optional_because=why))
+    # A variable named both in the frontmatter and in prose: one requirement, the first found.
+    return Requirements(items=tuple(items), no_key_path=bool(no_key[2]), no_key_evidence=no_key[2], no_key_line=no_key[1])

@@ -1,0 +1,68 @@
+"""Are a skill's written steps something an agent can carry out in a terminal? Django-free.
+
+A skill without code blocks can still be actionable: "1. Parse each line with awk and keep the
+third field. 2. Write the totals to totals.csv." names a tool and a file, which is enough for an
+agent. `concrete_steps(body)` returns the numbered or bulleted lines (outside fenced blocks) that
+name at least one concrete thing:
+* a command-line tool by name (awk, jq, ffmpeg, git, curl, sqlite3 ... in `TOOLS`),
+* a command or path in backticks,
+* a file name with an extension (report.csv, config.yaml, main.py) or a path (./out/, ~/data),
+* a data or file format (CSV, JSON, YAML, PDF, SQL ...).
+`has_concrete_steps` asks for at least `MIN_STEPS` of them, so one stray "save it as a PDF"
+in a persona's advice does not count; persona text ("You are a friendly coach") and chat-only
+advice ("Be warm", "Ask follow-up questions") name none of these.
+"""
+from __future__ import annotations
+
+import re
+
+__all__ = ["TOOLS", "MIN_STEPS", "concrete_steps", "has_concrete_steps"]
+
+MIN_STEPS = 2
+# Tools whose names are not everyday English words ("find", "make", "sort", "head", "cat" are left
+# out: "make sure to ..." or "sort by priority" is advice, not a step).
+TOOLS = frozenset({
+    "awk", "gawk", "sed", "grep", "rg", "jq", "yq", "xargs", "uniq", "wc", "curl", "wget", "git",
+    "gh", "npm", "npx", "pnpm", "yarn", "pip", "pip3", "pipx", "uv", "python", "python3", "node", "deno", "bun",
+    "docker", "kubectl", "helm", "terraform", "ansible", "ffmpeg", "ffprobe", "imagemagick", "pandoc",
+    "sqlite3", "psql", "mysql", "redis-cli", "openssl", "ssh", "scp", "rsync", "tar", "unzip", "gzip", "cargo",
+    "rustc", "gcc", "clang", "cmake", "mvn", "gradle", "dotnet", "ruby", "gem", "perl", "php", "composer", "bash",
+    "zsh", "pytest", "ruff", "eslint", "prettier", "tsc", "aws", "gcloud", "az", "brew", "apt-get",
+    "chmod", "mkdir", "ls", "diff", "csvkit", "csvcut", "xmllint", "pdftotext", "exiftool",
+    "yt-dlp", "pandas", "numpy", "duckdb", "crontab", "systemctl", "journalctl", "nmap",
+})
+_STEP = re.compile(r"^\s{0,6}(?:\d{1,3}[.)]|[-*+]|step\s+\d+:?)\s+(?P<text>\S.*)$", re.I)
+_FENCE = re.compile(r"^\s{0,3}(?:```|~~~)")
+_CODE_SPAN = re.compile(r"`[^`\n]{2,}`")
+_FILE = re.compile(r"(?<![\w/])(?:[\w.-]+/)*[\w-]+\.(?:csv|tsv|json|jsonl|ya?ml|toml|xml|html?|md|txt|log|py|sh|js|ts|sql|db"
+                   r"|pdf|png|jpe?g|svg|gif|mp3|mp4|wav|xlsx?|docx?|pptx?|ini|conf|cfg|env|parquet|zip|tar|gz)\b", re.I)
+_PATH = re.compile(r"(?:^|\s)(?:\./|~/|/(?:tmp|etc|var|usr|home|data|opt)/)\S*")
+_FORMAT = re.compile(r"\b(?:CSV|TSV|JSON|JSONL|YAML|TOML|XML|HTML|PDF|PNG|SVG|SQL|Parquet|Markdown|regex|cron)\b")
+_WORD = re.compile(r"[A-Za-z][\w+-]*")
+
+
+def _concrete(text: str) -> bool:
+    if _CODE_SPAN.search(text) or _FILE.search(text) or _PATH.search(text) or _FORMAT.search(text):
+        return True
+    # Tool names are matched as written in lower case: "Black" or "Convert" opening a sentence are words.
+    return any(w in TOOLS for w in _WORD.findall(text))
+
+
+def concrete_steps(body: str) -> list[tuple[int, str]]:
+    """(0-based line index, text) of the list items outside fences that name something concrete."""
+    out = []
+    in_fence = False
+    for i, line in enumerate((body or "").split("\n")):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        m = _STEP.match(line)
+        if m and _concrete(m.group("text")):
+            out.append((i, m.group("text").strip()))
+    return out
+
+
+def has_concrete_steps(body: str, *, minimum: int = MIN_STEPS) -> bool:
+    return len(concrete_steps(body)) >= minimum

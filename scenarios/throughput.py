@@ -1,0 +1,83 @@
+"""LLM work at scale on the Django side: the one endpoint limiter of this process (shared with
+every other worker through Redis when configured), giving back the database connection while a
+call waits on the endpoint, and the live figures a run's page shows (calls in flight, calls/s,
+tokens/s, throttling, errors)."""
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from facet_site.lib.llm import Limiter, MemoryStore, RedisStore
+
+from .models import LLMCall, LLMCallStatus, SynthesisRun, WorkStatus
+
+log = logging.getLogger(__name__)
+
+_limiter: Limiter | None = None
+_limiter_lock = threading.Lock()
+LIVE_WINDOW_S = 30  # calls/s and tokens/s are averaged over this many seconds
+
+
+def limiter() -> Limiter:
+    """One per process: its Redis connection pool is shared by the worker's threads."""
+    global _limiter
+    with _limiter_lock:
+        if _limiter is None:
+            store = RedisStore(settings.FACET_LLM_LIMITS_REDIS) if settings.FACET_LLM_LIMITS_REDIS else MemoryStore()
+            _limiter = Limiter(settings.FACET_LLM_LIMITS, store)
+        return _limiter
+
+
+def release_connection() -> None:
+    """Before a call waits on the endpoint (seconds to minutes), give this thread's database
+    connection back: with 64 threads per worker and several workers, connections held across
+    calls would exceed PostgreSQL's max_connections (100 by default). The next query reopens one.
+    Inside a transaction (tests, atomic blocks) the connection must stay."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+def live_figures(run: SynthesisRun) -> dict:
+    """The run's LLM traffic right now, from its stored calls and the endpoint limiter's state."""
+    from .llm import llm_settings_for
+
+    since = timezone.now() - timedelta(seconds=LIVE_WINDOW_S)
+    recent = LLMCall.objects.filter(run=run, created_at__gte=since).aggregate(
+        calls=Count("id", filter=~Q(status=LLMCallStatus.CACHED)),
+        tokens=Sum("tokens_in", filter=~Q(status=LLMCallStatus.CACHED)),
+        tokens_out=Sum("tokens_out", filter=~Q(status=LLMCallStatus.CACHED)),
+        errors=Count("id", filter=Q(status=LLMCallStatus.ERROR)),
+        throttled=Count("id", filter=Q(status=LLMCallStatus.ERROR) & (Q(error__contains="HTTP 429")
+                                                                        | Q(error__contains="HTTP 503"))),
+    )
+    figures = {
+        "calls_per_s": round((recent["calls"] or 0) / LIVE_WINDOW_S, 2),
+        "tokens_per_s": round(((recent["tokens"] or 0) + (recent["tokens_out"] or 0)) / LIVE_WINDOW_S, 1),
+        "errors_recent": recent["errors"] or 0,
+        "throttled_recent": recent["throttled"] or 0,
+        "errors_total": LLMCall.objects.filter(run=run, status=LLMCallStatus.ERROR).count(),
+        "items_running": sum(m.objects.filter(run=run, status=WorkStatus.RUNNING).count()
+                             for m in _item_models()),
+        "window_s": LIVE_WINDOW_S,
+        "endpoint": None,
+        "shared": bool(settings.FACET_LLM_LIMITS_REDIS),
+    }
+    try:
+        llm = llm_settings_for(run)
+        if llm.provider == "openai" and llm.base_url:
+            figures["endpoint"] = {"base_url": llm.base_url, **limiter().state(llm.base_url)}
+    except Exception as exc:  # a page must show even when Redis or the run's endpoint is gone
+        log.warning("no limiter state for run %s: %s", run.pk, exc)
+    return figures
+
+
+def _item_models():
+    from .services import STAGE_ITEMS
+
+    return STAGE_ITEMS.values()
