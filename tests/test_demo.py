@@ -154,8 +154,10 @@ def test_make_demo_constructs_the_whole_funnel_and_a_second_run_reuses_it(engine
         assert task.status == TaskStatus.VALIDATED and not task.repairs.exists(), (names, task.message)
         validation = task.current_version.validations.get()
         assert validation.accepted
-        assert list(validation.trials.values_list("kind", "reward")) == [
-            ("nop", 0.0), ("oracle", 1.0), ("partial", 0.0), ("partial", 0.0), ("partial", 0.0)]
+        # nop and oracle twice each (FACET_VALIDATION_TRIAL_RUNS), run concurrently: order varies
+        assert sorted(validation.trials.values_list("kind", "reward")) == [
+            ("nop", 0.0), ("nop", 0.0), ("oracle", 1.0), ("oracle", 1.0),
+            ("partial", 0.0), ("partial", 0.0), ("partial", 0.0)]
     assert set(LLMCall.objects.filter(run=run).values_list("status", flat=True)) == {"replayed"}
     assert LLMCall.objects.filter(run=run).exclude(stage="rollout.turn").count() == 148
 

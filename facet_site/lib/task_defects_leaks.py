@@ -10,7 +10,7 @@ import json
 import posixpath
 import re
 from fnmatch import fnmatchcase
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 # Dockerfile parsing is dockerfile_lint's; its two helpers are reused rather than copied.
 from facet_site.lib.docker_engine.dockerfile_lint import dockerfile_instructions, split_copy_args
@@ -112,7 +112,7 @@ def is_trivial_content(data: bytes | str) -> bool:
     return len(collapsed) < MIN_LEAK_CHARS or len(set(collapsed)) < MIN_LEAK_DISTINCT
 
 
-_FORM_WORDS = {"bytes": "byte for byte", "text": "whitespace aside",
+_FORM_WORDS = {"exact": "byte for byte", "bytes": "byte for byte", "text": "whitespace aside",
                "json": "as JSON, key order and formatting aside",
                "csv": "as a table, row and column order aside"}
 
@@ -138,9 +138,9 @@ def find_leaked_answers(oracle_changes: Mapping[str, bytes | str],
 
     oracle_changes: path -> content of each file the oracle created or modified (from the
     oracle trial's diff); initial_files: path -> content of the image's files before any solution
-    ran (e0); input_paths: files or directories the instruction names as inputs, absolute or
-    relative (a copy or a re-sorted input is not a leak; top-level directories such as /app are
-    ignored). The same content elsewhere is an error (`leaked_answer`): the agent could copy it.
+    ran (e0's files read whole, plus image_files_matching's hits in the rest of the image);
+    input_paths: files or directories the instruction names as inputs, absolute or relative (a
+    copy or a re-sorted input is not a leak; top-level directories such as /app are ignored). The same content elsewhere is an error (`leaked_answer`): the agent could copy it.
     The output found inside a larger file is a warning (`leaked_answer_embedded`). Trivial
     outputs (see MIN_LEAK_CHARS) are never matched.
     """
@@ -153,8 +153,8 @@ def find_leaked_answers(oracle_changes: Mapping[str, bytes | str],
     for path, data in sorted(initial_files.items()):
         if _under(path, inputs) or is_trivial_content(data):
             continue
-        for form, canonical in content_forms(data).items():
-            index.setdefault((form, _digest(canonical)), []).append(path)
+        for key in _match_keys(data):
+            index.setdefault(key, []).append(path)
         text = _decode(data)
         if text is not None and len(text) <= MAX_EMBED_HAYSTACK:
             haystacks.append((path, _collapse(text)))
@@ -164,8 +164,8 @@ def find_leaked_answers(oracle_changes: Mapping[str, bytes | str],
         if is_trivial_content(data):
             continue
         forms = content_forms(data)
-        match = next(((form, path) for form, canonical in forms.items()
-                      for path in index.get((form, _digest(canonical)), [])
+        match = next(((form, path) for form, digest in _match_keys(data)
+                      for path in index.get((form, digest), [])
                       if posixpath.normpath(path) != posixpath.normpath(out_path)), None)
         excerpt = _decode(data) or f"(binary, {len(data)} bytes)"
         if match:
@@ -191,6 +191,73 @@ def find_leaked_answers(oracle_changes: Mapping[str, bytes | str],
                     file=path, line=line, evidence=excerpt))
                 break
     return findings
+
+
+def _raw(data: bytes | str) -> bytes:
+    return data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+
+
+def _match_keys(data: bytes | str) -> list[tuple[str, str]]:
+    """(form, digest) keys of a content, the exact bytes first, so an exact copy is reported as
+    one ("byte for byte") rather than by its first normal form."""
+    return [("exact", hashlib.sha256(_raw(data)).hexdigest()),
+            *((form, _digest(canonical)) for form, canonical in content_forms(data).items())]
+
+
+# --------------------------------------------------------------------------------------------
+# The rest of the image, by digest
+#
+# The workdir and the COPY/ADD destinations are read whole (every normal form above applies).
+# The rest of the image is searched by sha256 only: the first trial hashes every regular file
+# the task's own build steps wrote (validation.trials.image_scan_command), and an oracle output
+# is found there when the digest of its exact bytes, or of one of the ways the same answer is
+# commonly stored (answer_serializations), is among them. Equal digests mean equal bytes, so the
+# matching file's content is known without reading it again.
+
+
+def answer_serializations(data: bytes | str) -> dict[str, bytes]:
+    """sha256 -> bytes of each likely stored form of an answer with this content: its exact
+    bytes; with the final newline added or dropped and LF/CRLF line ends swapped; each normal form
+    of content_forms (whitespace collapsed, canonical JSON, canonical CSV) with and without a
+    final newline; and JSON written back by json.dumps (keys sorted or as they come; compact,
+    default or indented by 2 or 4). A bounded set: a few dozen digests per output."""
+    raw = _raw(data)
+    variants = [raw]
+    text = _decode(data)
+    if text is not None:
+        bodies = {text, text.replace("\r\n", "\n"), text.replace("\r\n", "\n").replace("\n", "\r\n")}
+        bodies |= set(content_forms(text).values())
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, (dict, list)):
+            for sort_keys in (True, False):
+                for kwargs in ({"separators": (",", ":")}, {}, {"indent": 2}, {"indent": 4}):
+                    bodies.add(json.dumps(value, sort_keys=sort_keys, **kwargs))
+        for body in bodies:
+            core = body.rstrip("\r\n")
+            newline = "\r\n" if "\r\n" in body else "\n"
+            variants += [core.encode(), (core + newline).encode(), body.encode()]
+    return {hashlib.sha256(v).hexdigest(): v for v in variants}
+
+
+def image_files_matching(oracle_changes: Mapping[str, bytes | str],
+                         image_digests: Mapping[str, Sequence[str]]) -> dict[str, bytes]:
+    """path -> content of each image file whose sha256 (image_digests: digest -> paths, from the
+    image scan) is that of an oracle output or of one of its answer_serializations. The content
+    is the serialization with that digest; passed to find_leaked_answers with e0's files, it
+    yields the usual findings (file: the image path; evidence: the output)."""
+    found: dict[str, bytes] = {}
+    if not image_digests:
+        return found
+    for _out_path, data in sorted(oracle_changes.items()):
+        if is_trivial_content(data):
+            continue
+        for digest, content in answer_serializations(data).items():
+            for path in image_digests.get(digest, ()):
+                found.setdefault(path, content)
+    return found
 
 
 def _line_of(text: str, collapsed_needle: str) -> int | None:

@@ -325,6 +325,66 @@ def test_capture_initial_state(client, base_image, tmp_path, no_leftovers):
     assert e0["snapshot"]["missing"] == ["/nonexistent"] and e0["services"] == []
 
 
+LEAK_SCAN_DOCKERFILE = DOCKERFILE + (
+    "RUN mkdir -p '/var/cache/.x/a b' /opt/tool/__pycache__ /srv/seed"
+    " && printf 'ALPHA\\nBETA\\nGAMMA\\nand more than 23 bytes\\n' > '/var/cache/.x/a b/expected'"
+    " && printf 'a pyc is never an answer, whatever it holds' > /opt/tool/__pycache__/m.cpython-311.pyc"
+    " && printf tiny > /var/cache/.x/tiny"
+    " && printf 'a file in /app is read whole by the e0 snapshot, not hashed' > /app/note.txt"
+    " && printf 'under a root passed to the scan as read already' > /srv/seed/s.txt\n"
+    # a new directory deep in the base's trees, and a base file overwritten in place
+    "RUN mkdir -p /usr/lib/python3/dist-packages/newpkg"
+    " && printf 'a new file in a new directory deep in the base' > /usr/lib/python3/dist-packages/newpkg/d.txt"
+    " && printf 'a base file overwritten by the task, in place' > /usr/share/doc/bash/README\n")
+
+
+def test_the_leak_image_scan_hashes_the_files_the_tasks_build_wrote(client, base_image, tmp_path, no_leftovers):
+    """The image-wide part of the leaked-answer check: what the scan sees, and what it costs."""
+    import hashlib
+
+    from facet_site.lib.validation import acceptance, trials
+
+    build = de.build_image(client, make_task(tmp_path, dockerfile=LEAK_SCAN_DOCKERFILE) / "environment",
+                           timeout_s=180)
+    newer_than = acceptance.image_created_at(client, de.BASE_IMAGE_TAG)
+    assert newer_than is not None
+    expected = {hashlib.sha256(content).hexdigest(): [path] for path, content in [
+        ("/var/cache/.x/a b/expected", b"ALPHA\nBETA\nGAMMA\nand more than 23 bytes\n"),
+        ("/usr/lib/python3/dist-packages/newpkg/d.txt", b"a new file in a new directory deep in the base"),
+        ("/usr/share/doc/bash/README", b"a base file overwritten by the task, in place")]}
+    layered = acceptance.image_is_layered(client, build.image_tag)
+    assert layered == (de.engine_info(client)["storage_driver"] in acceptance.LAYERED_DRIVERS)
+    for skip_old_dirs in (False, True)[:1 + layered]:  # the whole walk, and the one overlayfs allows
+        command = trials.image_scan_command(newer_than, ["/app", "/srv/seed"], skip_old_dirs=skip_old_dirs)
+        with de.Sandbox(client, build.image_tag, owner=OWNER, limits=SMALL) as sb:
+            run = sb.exec(command, timeout_s=trials.IMAGE_SCAN_TIMEOUT_S, user="0")
+        found = trials.parse_sha256sum(run.output)
+        assert found == expected, (skip_old_dirs, run.output)  # nothing else
+        print(f"\nimage scan (skip_old_dirs={skip_old_dirs}): {run.seconds * 1000:.0f} ms, {len(found)} files")
+
+
+def test_leak_serializations_match_an_answer_stored_another_way():
+    import hashlib
+
+    from facet_site.lib.task_defects_leaks import answer_serializations, find_leaked_answers, image_files_matching
+
+    answer = '{"lines": 3, "name": "facet-report", "words": 9}'
+    stored = json.dumps(json.loads(answer), sort_keys=True, indent=2) + "\n"  # a python dump of it
+    crlf = "id,total\r\n1,30\r\n2,45\r\n3,12\r\n4,99\r\n"
+    digests = {hashlib.sha256(stored.encode()).hexdigest(): ["/var/lib/.x/expected.json"],
+               hashlib.sha256(crlf.encode()).hexdigest(): ["/etc/.y/totals.csv"]}
+    outputs = {"/app/report.json": answer, "/app/totals.csv": crlf.replace("\r\n", "\n")}
+    hits = image_files_matching(outputs, digests)
+    assert hits == {"/var/lib/.x/expected.json": stored.encode(), "/etc/.y/totals.csv": crlf.encode()}
+    assert all(d in answer_serializations(outputs["/app/report.json"]) for d in list(digests)[:1])
+    leaks = find_leaked_answers(outputs, hits, v.instruction_paths("Write /app/report.json and /app/totals.csv."))
+    assert {f["file"] for f in leaks} == {"/var/lib/.x/expected.json", "/etc/.y/totals.csv"}
+    assert all(f["check"] == "leaked_answer" and f["severity"] == "error" for f in leaks)
+    # an input the instruction names, wherever it is, is not a leak
+    named = v.instruction_paths("Convert /etc/.y/totals.csv to LF line ends in /app/totals.csv.")
+    assert [f["file"] for f in find_leaked_answers(outputs, hits, named)] == ["/var/lib/.x/expected.json"]
+
+
 def test_derive_partial_solutions_cuts_at_command_boundaries():
     solve = ("#!/bin/bash\nset -e\ncd /app\ncat > a.conf <<'EOF'\nx = 1\n\nif\nEOF\n"
              "if [ -f a.conf ]; then\n  cp a.conf b.conf\nfi\necho 'two\nlines' > c.txt\n"

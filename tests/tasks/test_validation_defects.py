@@ -116,6 +116,27 @@ def test_a_reordered_json_answer_still_counts_as_leaked(validate):
     assert "as JSON" in findings(report, "leaked_answer")[0]["message"]
 
 
+def test_an_answer_a_run_step_hides_outside_the_workdir_is_leaked_answer_and_its_twin_passes(validate):
+    # written by RUN, not COPY: neither the workdir nor a COPY destination, found by the image scan
+    def hiding(content: str) -> str:
+        quoted = content.replace("\n", "\\n")
+        return DOCKERFILE + f"RUN mkdir -p /var/cache/.facet && printf '{quoted}' > /var/cache/.facet/expected\n"
+
+    report = validate("leak-run", environment__Dockerfile=hiding(UPPER))
+    assert not report.accepted and report.failure == "leaked_answer", (report.failure, report.reason)
+    leak = findings(report, "leaked_answer")[0]
+    assert leak["severity"] == "error" and leak["file"] == "/var/cache/.facet/expected"
+    assert "/app/upper.txt" in leak["message"] and "byte for byte" in leak["message"]
+    assert "ALPHA BRAVO CHARLIE" in leak["evidence"]
+    scan = report.initial_state["image_scan"]
+    assert scan["complete"] and 1 <= scan["files"] < 20, scan  # the task's own files only
+
+    # the twin's RUN step writes a file outside the workdir too, just not an answer
+    twin = validate("leak-run-twin", environment__Dockerfile=hiding(INPUT))
+    accepted(twin)
+    assert twin.initial_state["image_scan"]["files"] >= 1
+
+
 # ------------------------------------------------------------ instruction reveals the solution
 
 def test_an_instruction_that_gives_the_solution_is_rejected_and_its_twin_passes(validate):

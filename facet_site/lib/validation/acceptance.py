@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
@@ -25,6 +27,7 @@ import docker
 
 from facet_site.lib import docker_engine as de
 from facet_site.lib import task_defects, verifier_output
+from facet_site.lib.task_defects_leaks import image_files_matching
 from facet_site.lib.validation.report import (BUILD_FAILED, DEFECTS_AFTER_TRIALS, DEFECTS_BEFORE_TRIALS,
                                               INFRA_ERROR, INVALID_TASK, STATIC_CHECK_FAILED, TrialOutcome,
                                               ValidationReport, ValidationTimeouts, cap_text)
@@ -167,7 +170,9 @@ def validate_task(
         solution_timeout_s=solution_timeout, verifier_timeout_s=verifier_timeout,
         report_output_bytes=report_output_bytes, keep_logs_dir=logs_dir,
         measure_memory=measure_memory, trial_log_max_bytes=trial_log_max_bytes,
-        leak_roots=leak_search_roots(task.read("environment/Dockerfile"), workdir or image_workdir))
+        leak_roots=leak_search_roots(task.read("environment/Dockerfile"), workdir or image_workdir),
+        image_newer_than=image_created_at(client, base_image),
+        image_scan_skips_old_dirs=image_is_layered(client, build.image_tag))
     try:
         repeated = [TrialPlan(kind, repeat=r) for kind in ("nop", "oracle") for r in range(trial_runs)]
         report.trials += run_trials(validation, repeated, parallel)
@@ -203,9 +208,36 @@ def validate_task(
     report.static_findings.extend(validation.findings)
     outputs = validation.oracle_outputs.get("oracle")
     if outputs:
+        # e0's files read whole, and the files elsewhere in the image whose digest is an output's
+        initial = {**image_files_matching(outputs, validation.image_digests), **validation.e0_texts}
         report.static_findings += task_defects.find_leaked_answers(
-            outputs, validation.e0_texts, instruction_paths(task.read("instruction.md")))
+            outputs, initial, instruction_paths(task.read("instruction.md")))
     return finish()
+
+
+def image_created_at(client: docker.DockerClient, image_tag: str) -> float | None:
+    """When the image was created (epoch seconds), or None if it is missing or does not say.
+    Every task image builds FROM the base image, so its files newer than this are the task's."""
+    image = de.find_image(client, image_tag)
+    created = str((image.attrs.get("Created") if image else "") or "")
+    try:  # "2026-12-01T16:33:49.941248599Z", to the microsecond
+        seconds = datetime.strptime(created[:19], "%Y-%m-%dT%H:%M:%S").replace(
+            tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
+    fraction = re.match(r"\.(\d{1,6})", created[19:])
+    return seconds + (int(fraction.group(1).ljust(6, "0")) / 1e6 if fraction else 0.0)
+
+
+# Storage drivers that stack image layers as overlayfs: every directory on the path to a file a
+# layer adds or changes is (re)created in that layer, so its change time (ctime) is the layer's,
+# and a directory whose ctime is older than the base image holds nothing of the task's.
+LAYERED_DRIVERS = ("overlay2", "overlay", "fuse-overlayfs")
+
+
+def image_is_layered(client: docker.DockerClient, image_tag: str) -> bool:
+    image = de.find_image(client, image_tag)
+    return bool(image) and (image.attrs.get("GraphDriver") or {}).get("Name") in LAYERED_DRIVERS
 
 
 def run_trials(runner: TrialRunner, plans: Sequence[TrialPlan], parallel: int) -> list[TrialOutcome]:

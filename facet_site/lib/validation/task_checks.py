@@ -86,6 +86,9 @@ def finding(check: str, severity: str, message: str, **where) -> dict:
 _ABSOLUTE_PATH = re.compile(r"(?<![\w./-])(/(?:app|srv|opt|data|workspace|home|var/www)"
                             r"(?:/[\w.@+-]+)+)")
 _RELATIVE_PATH = re.compile(r"(?<![\w/.-])((?:\.{1,2}/)?[\w@+-][\w.@+-]*(?:/[\w.@+-]+)*\.?[\w@+-]*)")
+# Any absolute path of two or more parts ("/etc/app/template.conf"): an input the instruction
+# names may be anywhere in the image now that the leaked-answer check searches all of it.
+_ANY_ABSOLUTE_PATH = re.compile(r"(?<![\w./:-])(/[\w.@+-]+(?:/[\w.@+-]+)+)")
 _SOLUTION_DIR = re.compile(r"(?<![\w.-])/solution\b")
 _TEST_DIR_SET = re.compile(r"^\s*(?:export\s+)?TEST_DIR=", re.M)
 
@@ -117,7 +120,8 @@ def instruction_paths(instruction: str) -> list[str]:
     far as the leaked-answer check is concerned (a copy of an input is not a leak)."""
     relative = {w.rstrip(".").removeprefix("./") for w in _RELATIVE_PATH.findall(instruction)}
     relative = {w for w in relative if "/" in w or re.search(r"\w\.[A-Za-z]\w{0,5}$", w)}
-    return sorted(_paths_in(instruction) | relative)
+    absolute = {m.rstrip(".") for m in _ANY_ABSOLUTE_PATH.findall(instruction)}
+    return sorted(_paths_in(instruction) | absolute | relative)
 
 
 def _named_in_instruction(path: str, named: set[str], instruction_words: set[str],
@@ -204,10 +208,10 @@ def static_checks(task_dir: Path) -> list[dict]:
 
 
 def leak_search_roots(dockerfile: str, workdir: str | None) -> list[str]:
-    """The image paths the leaked-answer check reads besides the snapshot roots: every COPY/ADD
-    destination of the Dockerfile, where a hidden answer file lands. Each path costs an archive
-    call in the first trial, so fixed guesses (/root, /srv, ...) are not read: in bench runs
-    eight of them made the first trial 0.3-0.5 s slower for files that are almost never there."""
+    """The image paths the leaked-answer check reads whole besides the snapshot roots: every
+    COPY/ADD destination of the Dockerfile, where a hidden answer file lands, so every normal
+    form of an output is found there. The rest of the image (files a RUN step wrote anywhere) is
+    searched by digest in the same first trial (trials.image_scan_command)."""
     found: list[str] = []
     current = workdir or "/"
     for _line, word, args in dockerfile_instructions(dockerfile):

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
+import shlex
 import tempfile
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,6 +37,21 @@ _INLINE_RESULT_BYTES = 256 * 1024
 # leaked-answer check (task_defects.find_leaked_answers); what is stored keeps only a head.
 LEAK_TEXT_BYTES = 1 * de.MiB
 _STORED_HEAD = 2048
+
+# The rest of the image, for the leaked-answer check: one exec in the first trial, before any
+# solution, hashes every regular file that the task's own build steps wrote (newer than the base
+# image; a RUN step that hides an answer anywhere) and that could hold an answer (more than 23
+# bytes, the least a non-trivial output has, and at most LEAK_TEXT_BYTES), outside the snapshot
+# roots read whole already, the pseudo filesystems, the sandbox's own mounts and /tmp's tmpfs
+# (-xdev). Compiled bytecode is never an answer. Bounded in files and time; it runs while the
+# e0 snapshot's archive reads are in flight, so it adds little to the first trial
+# (docs/tasks.md gives the measured cost).
+IMAGE_SCAN_MAX_FILES = 5000
+IMAGE_SCAN_TIMEOUT_S = 20.0
+_IMAGE_SCAN_OUTPUT_BYTES = 4 * de.MiB
+_IMAGE_SCAN_SKIP = ("/proc", "/sys", "/dev", "/tmp", "/logs", "/tests", "/solution",
+                    "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/.dockerenv")
+_SHA256_LINE = re.compile(r"^(\\?)([0-9a-f]{64}) [ *](.*)$")
 
 # What a trial record keeps of everything task code can inflate (docs/operations.md): a fork
 # bomb's thousands of identical processes become one line with a count, and no list or text the
@@ -65,6 +84,51 @@ def _trim_heads(snap: de.Snapshot) -> None:
     for entry in snap.files.values():
         if entry.text_head is not None and len(entry.text_head) > _STORED_HEAD:
             entry.text_head = entry.text_head[:_STORED_HEAD]
+
+
+def _find_path_pattern(path: str) -> str:
+    return re.sub(r"([\\*?\[])", r"\\\1", posixpath.normpath(path))
+
+
+def image_scan_command(newer_than: float, skip: Sequence[str] = (), *,
+                       max_files: int = IMAGE_SCAN_MAX_FILES, skip_old_dirs: bool = False) -> str:
+    """The shell command of the image scan: `sha256sum` lines for the regular files of the root
+    filesystem modified after `newer_than` (epoch seconds: the base image's creation), sized
+    24 bytes to LEAK_TEXT_BYTES, outside `skip` and _IMAGE_SCAN_SKIP, at most `max_files`.
+
+    skip_old_dirs (overlayfs storage only, see acceptance.LAYERED_DRIVERS): directories whose
+    ctime is older than `newer_than` are not entered, and files count by ctime. On overlayfs
+    every directory on the path to a file the task's layers add or change exists in those
+    layers with their ctime, so this skips only the base image's own trees, and the walk drops
+    from the whole base (~16,000 entries, ~0.1 s) to the few directories the task touched."""
+    at = f"@{newer_than:.6f}"
+    pruned = " -o ".join(f"-path {shlex.quote(_find_path_pattern(p))}"
+                         for p in dict.fromkeys([*_IMAGE_SCAN_SKIP, *skip]) if p.startswith("/"))
+    newer = "-newermt"  # modified after the base: what a build step writes
+    if skip_old_dirs:
+        pruned += f" -o -type d ! -newerct {at}"
+        # and there, a file's ctime: also files a layer brought with old times (ADD of an archive)
+        newer = "-newerct"
+    return (f"find / -xdev \\( {pruned} \\) -prune -o -type f {newer} {at} "
+            f"-size +23c -size -{LEAK_TEXT_BYTES + 1}c ! -name '*.pyc' -print0 2>/dev/null"
+            f" | head -z -n {int(max_files)} | xargs -0 -r sha256sum -- 2>/dev/null")
+
+
+def parse_sha256sum(text: str) -> dict[str, list[str]]:
+    """digest -> paths from `sha256sum` output (a name with a newline or backslash comes escaped,
+    its line starting with a backslash). Lines that do not parse (a cut-off last line) are
+    skipped."""
+    found: dict[str, list[str]] = {}
+    for line in text.split("\n"):
+        m = _SHA256_LINE.match(line)
+        if not m:
+            continue
+        path = m.group(3)
+        if m.group(1):
+            path = re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else
+                          "\r" if e.group(1) == "r" else e.group(1), path)
+        found.setdefault(m.group(2), []).append(path)
+    return found
 
 
 def image_workdir_of(client: docker.DockerClient, image_tag: str) -> str:
@@ -201,7 +265,8 @@ class TrialRunner:
                  snapshot_roots: Sequence[str], solution_timeout_s: float,
                  verifier_timeout_s: float, report_output_bytes: int,
                  keep_logs_dir: Path | None, measure_memory: bool,
-                 trial_log_max_bytes: int = 64 * de.MiB, leak_roots: Sequence[str] = ()):
+                 trial_log_max_bytes: int = 64 * de.MiB, leak_roots: Sequence[str] = (),
+                 image_newer_than: float | None = None, image_scan_skips_old_dirs: bool = False):
         self.client = client
         self.task = task
         self.image_tag = image_tag
@@ -212,6 +277,11 @@ class TrialRunner:
         # read (not stored) for the leaked-answer check: where else the image keeps task files
         self.leak_roots = [r for r in leak_roots
                            if not any(r == k or r.startswith(k.rstrip("/") + "/") for k in self.roots)]
+        # and the rest of the image by digest: files newer than this (the base image's creation)
+        self.image_newer_than = image_newer_than
+        self.image_scan_skips_old_dirs = image_scan_skips_old_dirs
+        self.image_digests: dict[str, list[str]] = {}  # sha256 -> paths (image_scan_command)
+        self.image_scan: dict[str, Any] | None = None  # what the scan covered, stored with e0
         self.solution_timeout_s = solution_timeout_s
         self.verifier_timeout_s = verifier_timeout_s
         self.report_output_bytes = report_output_bytes
@@ -299,9 +369,27 @@ class TrialRunner:
 
     def _trial(self, sb: de.Sandbox, plan: TrialPlan, result: TrialOutcome,
                logs: Path | None) -> None:
+        scan: Future | None = None
         with self._e0_lock:
             if self.e0 is None:
-                self._capture_e0(sb)
+                scan = self._capture_e0(sb)
+        try:
+            self._phases(sb, plan, result, logs, scan)
+        finally:
+            if scan is not None:
+                futures_wait([scan])  # never outlives the sandbox, whatever went wrong
+                if self.initial_state is not None and self.image_scan is not None:
+                    self.initial_state["image_scan"] = self.image_scan
+
+    @staticmethod
+    def _scan_done(scan: Future | None) -> None:
+        # The image scan, started with e0, ends before the first command of the task's own runs
+        # (uploads to /logs, /solution and /tests, which it skips, may overlap it).
+        if scan is not None:
+            scan.result()
+
+    def _phases(self, sb: de.Sandbox, plan: TrialPlan, result: TrialOutcome,
+                logs: Path | None, scan: Future | None) -> None:
         # /logs/{verifier,agent,artifacts} travel in the first upload (an exec costs as much
         # as an upload); they must be writable by everyone when a phase runs as another user.
         files: dict[str, Any] = {"/logs": self.log_dirs}
@@ -315,6 +403,7 @@ class TrialRunner:
             if logs is not None and plan.solve_sh is not None:
                 (logs / "solve.sh").write_bytes(plan.solve_sh)
             env = {"DEBIAN_FRONTEND": "noninteractive", **self.task.env("solution")}
+            self._scan_done(scan)
             self.phase = "solution"
             solution = sb.exec(["bash", "/solution/solve.sh"],
                                timeout_s=self.solution_timeout_s, workdir=self.workdir,
@@ -341,6 +430,7 @@ class TrialRunner:
         sb.put_files(files)
         if plan.kind == "nop":
             self._open_log_dirs(sb)
+        self._scan_done(scan)
         verifier = sb.exec(["bash", "/tests/test.sh"], timeout_s=self.verifier_timeout_s,
                            workdir=self.workdir, env=self.task.env("verifier") or None,
                            user=self.task.user("verifier"), **self._full_log(logs, "verifier.log"))
@@ -354,18 +444,29 @@ class TrialRunner:
             result.peak_memory_bytes = sb.peak_memory_bytes()
         self._judge(result, solution=solution, verifier=verifier)
 
-    def _capture_e0(self, sb: de.Sandbox) -> None:
+    def _capture_e0(self, sb: de.Sandbox) -> Future | None:
         # The first trial's untouched sandbox is e0: no extra container for it. Text files are
         # read whole here (one archive read) for the leaked-answer check; e0 as stored keeps
-        # heads only.
-        probe = sb.snapshot(self.roots + ["/tests", "/solution"], max_text_head=LEAK_TEXT_BYTES)
-        e0 = _only_under(probe, self.roots)
-        self.e0_texts = _texts(e0)
-        if self.leak_roots:
-            # Bounded: a big tree outside the workspace (a toolchain in /opt) is read only so far.
-            extra = sb.snapshot(self.leak_roots, max_text_head=LEAK_TEXT_BYTES, max_files=5000,
-                                max_bytes=64 * de.MiB)
-            self.e0_texts.update(_texts(extra))
+        # heads only. The image scan (an exec) starts first and runs meanwhile; the trial waits
+        # for it before running anything of the task's (_scan_done).
+        scan = None
+        if self.image_newer_than is not None:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="facet-image-scan")
+            scan = pool.submit(self._scan_image, sb)
+            pool.shutdown(wait=False)  # the thread ends with the scan
+        try:
+            probe = sb.snapshot(self.roots + ["/tests", "/solution"], max_text_head=LEAK_TEXT_BYTES)
+            e0 = _only_under(probe, self.roots)
+            self.e0_texts = _texts(e0)
+            if self.leak_roots:
+                # Bounded: a big tree outside the workspace (a toolchain in /opt) is read only so far.
+                extra = sb.snapshot(self.leak_roots, max_text_head=LEAK_TEXT_BYTES, max_files=5000,
+                                    max_bytes=64 * de.MiB)
+                self.e0_texts.update(_texts(extra))
+        except BaseException:
+            if scan is not None:
+                futures_wait([scan])
+            raise
         _trim_heads(e0)
         self.initial_state = _initial_state_from(self.image_tag, self.roots, self.workdir, e0)
         self.e0 = e0
@@ -375,6 +476,34 @@ class TrialRunner:
                     "answers_in_image", "error",
                     f"the image already contains {leaked}; it must be uploaded only at "
                     "trial time", file=leaked))
+        return scan
+
+    def _scan_image(self, sb: de.Sandbox) -> None:
+        """sha256 of the files the task's build steps wrote outside the roots read whole, into
+        image_digests (the leaked-answer check matches oracle outputs against them)."""
+        assert self.image_newer_than is not None
+        command = image_scan_command(self.image_newer_than, [*self.roots, *self.leak_roots],
+                                     skip_old_dirs=self.image_scan_skips_old_dirs)
+        with tempfile.TemporaryDirectory(prefix="facet-image-scan-") as tmp:
+            out = Path(tmp) / "sha256sum.txt"
+            try:
+                run = sb.exec(command, timeout_s=IMAGE_SCAN_TIMEOUT_S, workdir="/", user="0",
+                              output_path=out, output_path_max_bytes=_IMAGE_SCAN_OUTPUT_BYTES)
+            except de.SandboxGone:
+                raise
+            except de.PermanentEngineError as exc:  # the trial goes on; the scan saw nothing
+                self.image_scan = {"files": 0, "complete": False, "error": str(exc)[:500]}
+                return
+            text = out.read_text(errors="replace") if out.exists() else ""
+        self.image_digests = parse_sha256sum(text)
+        files = sum(len(paths) for paths in self.image_digests.values())
+        self.image_scan = {
+            "newer_than": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.image_newer_than)),
+            "files": files, "seconds": round(run.seconds, 3),
+            "skips_old_dirs": self.image_scan_skips_old_dirs,
+            # the file cap reached, the time or output cap hit, or the tools missing in the image
+            "complete": files < IMAGE_SCAN_MAX_FILES and not run.timed_out and not run.killed_by
+                        and run.exit_code == 0 and not run.output_path_truncated}
 
     def _full_log(self, logs: Path | None, name: str) -> dict:
         # The whole output streams to the trial's log file as it comes (the exec keeps only a
