@@ -2,6 +2,10 @@
 
 Each chunk of skills is stored in one transaction, so a failure never leaves a half-ingested
 skill; problems with single files are recorded on the batch and the rest of the batch goes on.
+
+Not split (past 600 lines since this round): the ingest workflow reads top to bottom; the
+per-chunk storing is already in storing.py, review in review.py, re-runs in refresh.py. Next
+to move out: the taint and duplicate re-decision passes.
 """
 from __future__ import annotations
 

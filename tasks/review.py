@@ -17,6 +17,9 @@ Approving also needs a version without error-level findings (Task.finding_kinds,
 validation of the version: a leaked answer, a flaky or networked verifier, ...). An admin may
 override them with a mandatory reason, which the decision, the audit event and the export
 manifest carry. Bulk approvals never override.
+
+Not split (612 lines): decisions, undo and bulk decisions share the locking described above;
+the queue is the next part to move into a module of its own.
 """
 from __future__ import annotations
 

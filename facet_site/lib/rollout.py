@@ -26,6 +26,10 @@ on (stage, subject, n-th call for that pair), so each turn has its own slot: seq
 turn's answer and seq 1, if present, the answer to LLMClient's own re-ask after invalid JSON.
 Pass a subject that is unique per attempt (e.g. "task:17:model:m1:attempt:3"); reusing one
 across attempts in the same cassette makes them share slots.
+
+Not split: the turn loop, its budgets and the grading of one rollout share the loop's state;
+splitting them would pass that state between modules (the command classification already
+lives in shell_commands.py).
 """
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ trial; plus the environment's initial state e0. Django-free.
 
 The trials of one validation may run in threads at once (TrialRunner.run is thread-safe): e0 is
 captured once, under a lock, by whichever trial starts first, before anything runs in it.
+
+Not split: one trial's sandbox, its log capture, its verifier reading and the image scan that
+runs beside the first trial share the TrialRunner's lock and state.
 """
 from __future__ import annotations
 
