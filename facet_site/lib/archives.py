@@ -14,7 +14,10 @@ member by member, so one bad member is reported and skipped while the rest still
   `max_total_bytes` or has more than `max_entries` members.
 
 Sizes are counted while decompressing; header sizes are only used to skip a member early, never
-trusted to be small. File modes are reduced to 0644/0755; timestamps and owners are not restored.
+trusted to be small. A file keeps its permission bits (a task's 0600 key file or 0750 script comes
+back as it went in) without setuid, setgid or sticky, and always readable and writable by its owner
+so facet can read it; a member without Unix mode bits (zips made on Windows) is 0644. Directories
+are 0755; timestamps and owners are not restored.
 Duplicate member names keep the first copy.
 """
 from __future__ import annotations
@@ -140,7 +143,9 @@ class _Extractor:
                 self.count_entry(entry)
                 try:
                     rel = self.safe_name(entry)
-                    mode = (info.external_attr >> 16) & 0xFFFF
+                    # The high 16 bits are a Unix st_mode only when the zip was made on Unix (3);
+                    # Windows tools leave them 0 and Python's writestr fills in 0600 for them.
+                    mode = (info.external_attr >> 16) & 0xFFFF if info.create_system == 3 else 0
                     ftype = stat.S_IFMT(mode)
                     if ftype == stat.S_IFLNK:
                         raise _Skip("is a symlink; links are never extracted")
@@ -153,7 +158,7 @@ class _Extractor:
                         raise _Skip("is encrypted")
                     if info.file_size > self.max_member:
                         raise _Skip(f"declares {info.file_size} bytes, over the per-entry limit of {self.max_member}")
-                    self.write(rel, entry, lambda: zf.open(info), executable=bool(mode & 0o111))
+                    self.write(rel, entry, lambda: zf.open(info), mode=mode)
                 except _Skip as skip:
                     self.problem(entry, f"entry {entry!r} {skip}; skipped")
 
@@ -198,7 +203,7 @@ class _Extractor:
                         raise _Skip("is not a regular file or directory")
                     if member.size > self.max_member:
                         raise _Skip(f"is {member.size} bytes, over the per-entry limit of {self.max_member}")
-                    self.write(rel, entry, lambda: tf.extractfile(member), executable=bool(member.mode & 0o111))
+                    self.write(rel, entry, lambda: tf.extractfile(member), mode=member.mode)
                 except _Skip as skip:
                     self.problem(entry, f"entry {entry!r} {skip}; skipped")
 
@@ -243,12 +248,12 @@ class _Extractor:
             raise _Skip("would be written outside the destination")
         return current
 
-    def write(self, rel: str, entry: str, open_member, *, executable: bool) -> None:
+    def write(self, rel: str, entry: str, open_member, *, mode: int) -> None:
         parent_rel, _, base = rel.rpartition("/")
         parent = self.make_dirs(parent_rel, entry) if parent_rel else self.dest
         target = os.path.join(parent, base)
         try:
-            fd = os.open(target, _O_WRITE, 0o755 if executable else 0o644)
+            fd = os.open(target, _O_WRITE, 0o600)
         except FileExistsError:
             raise _Skip("duplicates an earlier entry (first copy kept)") from None
         except OSError as exc:
@@ -257,6 +262,8 @@ class _Extractor:
         ok = False
         try:
             with os.fdopen(fd, "wb") as out:
+                # fchmod, not open()'s mode: the process umask must not change what the archive says
+                os.fchmod(out.fileno(), file_mode(mode))
                 src = open_member()
                 if src is None:
                     raise _Skip("has no data")
@@ -288,6 +295,14 @@ class _Extractor:
                     os.unlink(target)
                 except OSError:
                     pass
+
+
+def file_mode(member_mode: int) -> int:
+    """The permission bits an extracted file gets from its archive member's mode."""
+    perms = member_mode & 0o777
+    if not perms:
+        return 0o644
+    return perms | 0o600
 
 
 def _mode_kind(ftype: int) -> str:

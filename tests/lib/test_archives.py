@@ -152,6 +152,23 @@ def test_zip_executable_bit_is_kept_and_other_mode_bits_are_not(tmp_path):
     assert not (tmp_path / "out" / "plain.txt").stat().st_mode & 0o111
 
 
+def test_permission_bits_come_back_as_archived_and_owner_can_always_read(tmp_path):
+    """A dataset's 0600 key file and 0750 script keep their modes through an archive import."""
+    members = [tar_file("task/secret.key", b"k", mode=0o600), tar_file("task/run.sh", b"#!/bin/sh\n", mode=0o750),
+               tar_file("task/locked.txt", b"x", mode=0o044), tar_file("task/data.csv", b"a\n", mode=0o664)]
+    unpack(make_tar(tmp_path / "t.tar", members), tmp_path / "out")
+    windows = zipfile.ZipInfo("notes.txt")  # no Unix mode bits at all
+    windows.create_system = 0
+    unpack(make_zip(tmp_path / "w.zip", [(windows, b"n")]), tmp_path / "zout")
+
+    def mode(p):
+        return stat.S_IMODE(p.stat().st_mode)
+    out = tmp_path / "out" / "task"
+    assert (mode(out / "secret.key"), mode(out / "run.sh"), mode(out / "data.csv")) == (0o600, 0o750, 0o664)
+    assert mode(out / "locked.txt") == 0o644  # owner read/write added: facet must read what it stores
+    assert mode(tmp_path / "zout" / "notes.txt") == 0o644
+
+
 def test_zip_bomb_member_is_stopped_by_the_per_entry_limit(tmp_path):
     bomb = b"\0" * 3_000_000  # compresses to a few kilobytes
     archive = make_zip(tmp_path / "s.zip", [("a/ok.txt", b"ok"), ("a/bomb.bin", bomb), ("a/later.txt", b"later")])

@@ -206,7 +206,11 @@ def test_per_task_zips_inside_a_dataset_are_imported_and_bad_ones_named(db, tmp_
     ds = tmp_path / "ds"
     ds.mkdir()
     for name, make in (("sweb", fx.swebench_task), ("lcb", fx.livecodebench_task), ("media", fx.multimedia_task)):
-        fx.zip_dir(make(scratch / name), ds / f"{name}.zip")
+        task_dir = make(scratch / name)
+        if name == "media":
+            os.chmod(task_dir / "environment" / "run.sh", 0o750)
+            os.chmod(task_dir / "tests" / "oracle.enc", 0o600)
+        fx.zip_dir(task_dir, ds / f"{name}.zip")
     (ds / "notes.zip").write_bytes(fx.zip_dir(scratch / "sweb" / "tests", tmp_path / "n.zip").read_bytes())
     (ds / "broken.zip").write_bytes(b"PK\x03\x04 not really")
     imp = imports.import_path(ds)
@@ -214,9 +218,11 @@ def test_per_task_zips_inside_a_dataset_are_imported_and_bad_ones_named(db, tmp_
     problems = {p["task"]: p["error"] for p in imp.problems}
     assert set(problems) == {"notes.zip", "broken.zip"}
     assert "holds no task" in problems["notes.zip"]
-    # from an archive the executable bit survives (lib.archives reduces modes to 0644/0755)
+    # from an archive every file keeps its permission bits, as from a folder
     media = Task.objects.get(name="media").current_version
-    assert media.file_modes["tests/check.py"] == 0o755 and media.file_modes["environment/run.sh"] == 0o644
+    source = {rel: mode for rel, (mode, data) in _tree(scratch / "media").items() if data is not None}
+    assert {rel: media.file_modes.get(rel, harbor.task_files.default_mode(rel)) for rel in source} == source
+    assert (media.file_modes["environment/run.sh"], media.file_modes["tests/oracle.enc"]) == (0o750, 0o600)
 
 
 # --- the task page ----------------------------------------------------------------------------------
