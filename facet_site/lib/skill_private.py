@@ -1,0 +1,238 @@
+"""Private-resource verdicts of the skill filters, Django-free: what a public task cannot have.
+
+A skill is private when it needs secrets or API keys, hosts on private networks, or a (paid)
+account or login. The rules keep false positives low, simply and explainably:
+
+* Secrets: env vars the skill declares as required count when any name part is KEY, TOKEN,
+  SECRET, PASSWORD, CREDENTIAL or AUTH; names only used in the body (`$FOO_TOKEN`, `export
+  FOO_API_KEY=`) need a clearer secret shape, so BUY_TOKEN or SORT_KEY do not count.
+* Required vs optional (`skill_requirements`): requirements stated only in prose ("Needs env:
+  X", "API key (required)") count too; a credential said to be optional, or any credential of a
+  skill with a no-key path ("free mode", "no API key required"), is recorded but not private.
+  `requirements(skill)` returns them all, with where each is stated.
+* Loopback URLs (localhost, 127.x) are private only when the skill does not start a server itself.
+* Account dependence needs dependence wording (requires, need, must, ... required) or a
+  Requirements/Prerequisites section, and no negation ("no account needed").
+"""
+from __future__ import annotations
+
+import re
+
+from facet_site.lib import skill_requirements
+from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, line_of, skill_md_docs
+from facet_site.lib.skill_requirements import Requirement
+from facet_site.lib.skillformat import ParsedSkill
+
+_SECRET_PARTS = frozenset({"KEY", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS",
+                           "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "OAUTH", "COOKIE", "JWT", "PAT"})
+_SECRET_SUFFIXES = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+_STRONG_SECRET_PARTS = frozenset({"SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY",
+                                  "ACCESSTOKEN", "AUTHTOKEN", "PAT", "JWT", "COOKIE", "PRIVATEKEY"})
+_NOT_SECRET_TOKEN_PREFIXES = frozenset({"BUY", "SELL", "INPUT", "OUTPUT", "IN", "OUT", "FEE", "SWAP", "FROM", "TO", "BASE",
+                                        "QUOTE", "NATIVE", "MAX", "MIN", "NUM", "TOTAL", "COUNT", "LIMIT", "TARGET",
+                                        "SOURCE", "DEST", "PAYMENT", "REWARD", "STAKE", "GAS", "WRAPPED", "ERC20", "SPL"})
+_NOT_SECRET_KEY_PREFIXES = frozenset({"SORT", "PRIMARY", "PARTITION", "CACHE", "IDEMPOTENCY", "PUBLIC", "PUBLISHABLE",
+                                      "ROUTING", "LOOKUP", "HASH", "MAP", "DICT", "REDIS", "OBJECT", "S3", "FOREIGN",
+                                      "UNIQUE", "DEDUP", "GROUP", "MESSAGE", "SHORTCUT", "HOT", "KEYBOARD"})
+_EXPORT = re.compile(r"export\s+([A-Z][A-Z0-9_]*)\s*=")
+# Separate patterns with a literal start run far faster than one alternation led by \b.
+_ENV_REFS = (
+    ("$", re.compile(r"\$\{?([A-Z][A-Z0-9_]{2,})")),
+    ("process.env", re.compile(r"process\.env\.([A-Z][A-Z0-9_]+)")),
+    ("environ", re.compile(r"environ(?:\.get)?[\[(]\s*[\"']([A-Z][A-Z0-9_]+)")),
+    ("getenv", re.compile(r"getenv\(\s*[\"']([A-Z][A-Z0-9_]+)")),
+)
+# Placeholders for a key in commands; literal-led pieces (matched on lowercased text where
+# case does not matter) keep the scan fast.
+_PLACEHOLDERS = (
+    (True, "your_", re.compile(r"(?<![a-z0-9])your_[a-z0-9_]*(?:api_?key|token|secret|password)\b")),
+    (True, "my_", re.compile(r"(?<![a-z0-9])my_[a-z0-9_]*(?:api_?key|token|secret|password)\b")),
+    (True, "<", re.compile(r"<\s*(?:your[-_ ])?(?:api[-_ ]?key|token|secret|access[-_ ]token)\s*>")),
+    (True, "bearer", re.compile(r"bearer\s+(?:<[^>\n]+>|your[\w-]*|\{\{[^}\n]+\}\})")),
+)
+_PRIVATE_HOST = re.compile(
+    r"https?://(?:[^\s/@]*@)?(?P<host>localhost|127(?:\.\d{1,3}){3}|\[::1\]|10(?:\.\d{1,3}){3}|172\.(?:1[6-9]|2\d|3[01])(?:\.\d{1,3}){2}"
+    r"|192\.168(?:\.\d{1,3}){2}|[\w-]+(?:\.[\w-]+)*\.(?:internal|corp|local|lan|intranet|home\.arpa)|intranet(?:\.[\w-]+)*)"
+    r"(?![\w-]|\.[\w-])(?::\d+)?",  # "localhost.example.com" is a public name
+    re.I,
+)
+_LOOPBACK = re.compile(r"^(?:localhost|127\.|\[::1\])", re.I)
+_STARTS_SERVER = re.compile(
+    r"\b(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:dev|start|serve|preview)\b|\bpython3?\s+-m\s+http\.server\b|\buvicorn\b|\bgunicorn\b"
+    r"|\bflask\s+run\b|\brails\s+s(?:erver)?\b|\bphp\s+-S\b|\bdocker(?:\s+compose|-compose)?\s+(?:run|up)\b|--port\b"
+    r"|\bollama\s+serve\b|\bjupyter\b|\bstreamlit\s+run\b|\bnext\s+dev\b|\bvite\b|\bhugo\s+server\b|\bhttp-server\b"
+    r"|\bnpx\s+serve\b|\bnode\s+[\w./-]*server\b|\bmanage\.py\s+runserver\b|\blisten\(\s*\d+",
+    re.I,
+)
+# Account wording is found from the noun backwards: a regex that starts at every "need"/"requires"
+# and looks ahead over a few words is several times slower on long bodies.
+_ACCOUNT_WORDS = tuple(
+    (needle, re.compile(pattern))
+    for needle, pattern in (
+        ("account", r"accounts?\b"),
+        ("plan", r"plans?\b"),
+        ("subscription", r"subscriptions?\b"),
+        ("tier", r"tiers?\b"),
+        ("membership", r"memberships?\b"),
+        ("licen", r"licen[cs]es?\b"),
+        ("log", r"log(?:ged)?[ -]?in\b"),
+        ("sign", r"sign(?:ed)?[ -]?in\b"),
+    )
+)
+_LOGIN_NOUNS = ("account", "subscription", "log", "sign")
+_PAID_BEFORE = re.compile(r"\b(?:paid|premium|pro|plus|business|enterprise)\s+$")
+_REQUIRE_BEFORE = re.compile(
+    r"\b(?:requires?|need(?:s|ed)?|must\s+have|you'?ll\s+need|must(?:\s+be)?|(?:need|have)\s+to(?:\s+be)?|requires?\s+you\s+to(?:\s+be)?"
+    r"|only\s+(?:for|with|on)|exclusive\s+to|available\s+(?:only\s+)?(?:on|with|to|for))"
+    r"\s+(?:an?\s+|your\s+)?(?:[\w.-]+\s+){0,3}$"
+)
+_DEPENDS_AFTER = re.compile(r"^\)?\s*(?:is\s+|are\s+)?(?:required|needed)\b")
+_ONLY_AFTER = re.compile(r"^\s*only\b")
+_REQUIREMENTS_HEADING = re.compile(r"requirement|prerequisite|what you(?:'ll)? need|before you (?:start|begin)", re.I)
+_NEGATION_BEFORE = re.compile(r"\b(?:no|not|without|free|never|don'?t|doesn'?t|isn'?t)\b[^.\n]{0,40}$", re.I)
+_NEGATION_AFTER = re.compile(r"^[^.\n]{0,30}\b(?:not\s+(?:required|needed|necessary)|optional|needed\?\s*no)\b", re.I)
+
+
+def _is_secret_name(name: str, *, declared: bool = False) -> bool:
+    """Does an environment variable name look like it holds a secret?
+
+    `declared` names come from requires.env/primaryEnv/envVars: the skill says they must be set,
+    so any KEY/TOKEN/SECRET/PASSWORD/CREDENTIAL/AUTH part is enough. Names merely used in the
+    body are judged more strictly, so BUY_TOKEN (a token address) or SORT_KEY do not count.
+    """
+    parts = [p for p in re.split(r"[^A-Z0-9]+", name.upper()) if p]
+    if not parts:
+        return False
+    if declared:
+        return any(p in _SECRET_PARTS or p.endswith(_SECRET_SUFFIXES) for p in parts)
+    if any(p in _STRONG_SECRET_PARTS for p in parts):
+        return True
+    last = parts[-1]
+    prev = parts[-2] if len(parts) > 1 else ""
+    if last in ("TOKEN", "AUTH", "PASS", "PWD"):
+        return prev not in _NOT_SECRET_TOKEN_PREFIXES
+    if last == "KEY":
+        return bool(prev) and prev not in _NOT_SECRET_KEY_PREFIXES
+    return False
+
+
+def _secret_requirements(skill: ParsedSkill, docs: list[SkillDoc]) -> skill_requirements.Requirements:
+    """Every credential the skill names, each judged required or optional (skill_requirements)."""
+    fm_doc, body_doc = docs
+    found: list[Requirement] = []
+    reported: set[str] = set()
+    names = list(skill.required_env) + [v.get("name", "") for v in skill.env_vars if isinstance(v, dict)]
+    for name in names:
+        if name and name not in reported and _is_secret_name(name, declared=True):
+            reported.add(name)
+            pos = fm_doc.text.find(name)
+            line = fm_doc.line_no(pos) if pos >= 0 else 0
+            found.append(Requirement(name, f"requires secret {name}", name, fm_doc.path, line, "frontmatter"))
+    body = body_doc.text
+    if body:
+        for m in _EXPORT.finditer(body) if "export" in body else ():
+            name = m.group(1)
+            if name not in reported and _is_secret_name(name):
+                reported.add(name)
+                found.append(Requirement(name, f"requires secret {name}", clip(line_of(body_doc, m.start())),
+                                         body_doc.path, body_doc.line_no(m.start()), "code"))
+        for needle, pattern in _ENV_REFS:
+            if needle not in body:
+                continue
+            for m in pattern.finditer(body):
+                name = m.group(1)
+                if name not in reported and _is_secret_name(name):
+                    reported.add(name)
+                    found.append(Requirement(name, f"requires secret {name}", clip(m.group(0)),
+                                             body_doc.path, body_doc.line_no(m.start()), "code"))
+        for req in skill_requirements.prose_requirements(body, path=body_doc.path, first_line=body_doc.first_line):
+            if req.name not in reported and (req.name == "API key" or _is_secret_name(req.name, declared=True)):
+                reported.add(req.name)
+                found.append(req)
+        low = body_doc.low
+        if not reported and len(low) == len(body):
+            hits = []
+            for lowered, needle, pattern in _PLACEHOLDERS:
+                if needle in low:
+                    m = pattern.search(low if lowered else body)
+                    if m:
+                        hits.append(m.start())
+            if hits:
+                start = min(hits)
+                end = start + next(
+                    len(m.group(0)) for lowered, _, pat in _PLACEHOLDERS
+                    if (m := pat.match(low if lowered else body, start))
+                )
+                found.append(Requirement("API key", "requires an API key or token", clip(body[start:end]),
+                                         body_doc.path, body_doc.line_no(start), "code"))
+    return skill_requirements.judge(found, texts=[(d.path, d.first_line, d.text) for d in docs])
+
+
+def requirements(skill: ParsedSkill) -> skill_requirements.Requirements:
+    """The credentials a skill names, required or optional, with where each is stated."""
+    if skill.unreadable_reason:
+        return skill_requirements.Requirements()
+    return _secret_requirements(skill, skill_md_docs(skill))
+
+
+def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding]) -> None:
+    """Append the PRIVATE findings of a skill whose SKILL.md `docs` are (frontmatter, body)."""
+    body = docs[1].text
+    for req in _secret_requirements(skill, docs).required:
+        out.append(Finding(PRIVATE, req.reason, req.evidence, req.line, req.path))
+    starts_server = None
+    for doc in docs:
+        if not doc.text or "://" not in doc.text:
+            continue
+        for m in _PRIVATE_HOST.finditer(doc.text):
+            host = m.group("host")
+            if _LOOPBACK.match(host):
+                if starts_server is None:
+                    starts_server = bool(_STARTS_SERVER.search(body)) or any(
+                        _STARTS_SERVER.search(b.get("code", "")) for b in skill.code_blocks
+                    )
+                if starts_server:
+                    continue  # the skill runs its own local server; a container can do the same
+            out.append(Finding(PRIVATE, "uses a private network host", clip(m.group(0)), doc.line_no(m.start()), doc.path))
+    for doc in docs:
+        _accounts(doc, out)
+
+
+def _accounts(doc: SkillDoc, out: list[Finding]) -> None:
+    """'requires a paid account' / 'you must be logged in' style dependence.
+
+    An account noun counts only with dependence wording in its sentence (requires, need, must,
+    only, ... required) or inside a Requirements/Prerequisites section, and not when negated
+    ("no account needed"). A pricing table that mentions a "Pro tier" is not a dependence.
+    """
+    low = doc.low
+    if len(low) != len(doc.text):  # lower() changed offsets (rare non-ASCII); skip rather than misreport
+        return
+    matches = sorted(
+        (m for needle, pattern in _ACCOUNT_WORDS if needle in low for m in pattern.finditer(low)),
+        key=lambda m: m.start(),
+    )
+    for m in matches:
+        if m.start() and (low[m.start() - 1].isalnum() or low[m.start() - 1] == "_"):
+            continue  # inside a longer word; checked here because a leading lookbehind defeats re's literal search
+        word = m.group(0)
+        line_start, line_end = doc.line_at(m.start())
+        before = low[max(line_start, m.start() - 80):m.start()]
+        cut = max(before.rfind(". "), before.rfind("! "), before.rfind("? "), before.rfind("; "))
+        if cut >= 0:
+            before = before[cut + 2:]
+        after = low[m.end():line_end]
+        paid = _PAID_BEFORE.search(before)
+        if not paid and not word.startswith(_LOGIN_NOUNS):
+            continue  # "plan", "tier" alone are not a dependence
+        need = _REQUIRE_BEFORE.search(before)
+        required_after = _DEPENDS_AFTER.match(after) or (paid and _ONLY_AFTER.match(after))
+        in_requirements = doc.markdown and any(_REQUIREMENTS_HEADING.search(h) for h in doc.headings_above(m.start()))
+        if not (need or required_after or in_requirements):
+            continue
+        if _NEGATION_BEFORE.search(before) or _NEGATION_AFTER.search(after):
+            continue
+        reason = "requires a paid account" if paid else "requires an account or login"
+        start = m.start() - len(before) + (need.start() if need else paid.start() if paid else len(before))
+        end = m.end() + (required_after.end() if required_after else 0)
+        out.append(Finding(PRIVATE, reason, clip(doc.text[start:end]), doc.line_no(m.start()), doc.path))
