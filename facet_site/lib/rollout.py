@@ -27,13 +27,11 @@ turn's answer and seq 1, if present, the answer to LLMClient's own re-ask after 
 Pass a subject that is unique per attempt (e.g. "task:17:model:m1:attempt:3"); reusing one
 across attempts in the same cassette makes them share slots.
 
-Not split: the turn loop, its budgets and the grading of one rollout share the loop's state;
-splitting them would pass that state between modules (the command classification already
-lives in shell_commands.py).
+The model's answer, the turn records and the prompt texts are in rollout_turns.py; the command
+classification in shell_commands.py.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -41,195 +39,23 @@ import shlex
 import socket
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import docker
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from facet_site.lib import docker_engine as de
 from facet_site.lib import validation as v
 from facet_site.lib import verifier_output
 from facet_site.lib.llm.errors import InvalidOutput, LLMError, PermanentLLMError
-# Re-exported: tasks/ reads a command's kind and a turn's state from here.
-from facet_site.lib.shell_commands import TurnState, classify_command, command_programs, turn_state
+# Re-exported: tasks/ reads a command's kind and a turn's state, and the turn records, from here.
+from facet_site.lib.rollout_turns import (  # noqa: F401
+    CONFIRM, DEFAULT_COMMAND_TIMEOUT_S, INITIAL, PARSE_ERROR, PROMPT_VERSION, STAGE, SYSTEM_PROMPT, AgentRun,
+    CommandRun, StopReason, Turn, TurnAnswer, TurnCommand, agent_run_json, format_duration,
+)
+from facet_site.lib.shell_commands import TurnState, classify_command, command_programs, turn_state  # noqa: F401
 
 log = logging.getLogger(__name__)
-
-STAGE = "rollout.turn"
-PROMPT_VERSION = "rollout-terminus-v1"
-
-StopReason = Literal["completed", "turn_budget", "time_budget", "model_error", "infra_error",
-                     "sandbox_killed"]
-
-DEFAULT_COMMAND_TIMEOUT_S = 30.0
-
-# ============================================================================================
-# What the model answers
-
-
-class TurnCommand(BaseModel):
-    """One command. `keystrokes` is Terminus-2's name, `command` the plain one; either works."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    keystrokes: str | None = None
-    command: str | None = None
-    timeout_s: float | None = Field(default=None, description="seconds before it is killed")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _aliases(cls, data: Any) -> Any:
-        # Terminus-2 calls the wait "duration"; models trained on it will keep using that.
-        if isinstance(data, dict) and data.get("timeout_s") is None:
-            for alias in ("duration", "timeout", "timeout_sec"):
-                if isinstance(data.get(alias), (int, float)):
-                    data = {**data, "timeout_s": data[alias]}
-                    break
-        return data
-
-    @model_validator(mode="after")
-    def _one_text(self) -> TurnCommand:
-        if self.keystrokes is None and self.command is None:
-            raise ValueError('each command needs "keystrokes" or "command"')
-        return self
-
-    @property
-    def text(self) -> str:
-        return self.command if self.command is not None else (self.keystrokes or "")
-
-
-class TurnAnswer(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    analysis: str = ""
-    plan: str = ""
-    commands: list[TurnCommand] = Field(default_factory=list)
-    task_complete: bool = False
-
-
-# ============================================================================================
-# What one rollout did
-
-
-@dataclass
-class CommandRun:
-    command: str
-    output: str  # as the model saw it: head and tail kept, cwd marker removed
-    exit_code: int | None  # None: killed, not run, or the sandbox died
-    seconds: float
-    timed_out: bool
-    kind: str = ""  # classify_command(command)
-    programs: list[str] = field(default_factory=list)  # command_programs(command)
-    timeout_s: float = 0.0  # the timeout it actually ran with
-    skipped: str = ""  # why it did not run ("" when it ran)
-    killed_by: str = ""  # docker_engine's "", "timeout", "memory", "disk"
-
-
-@dataclass
-class Turn:
-    index: int  # from 1, as in the LLM subject
-    analysis: str
-    plan: str
-    commands: list[CommandRun]
-    model_text: str
-    tokens_in: int
-    tokens_out: int
-    seconds: float  # model call plus commands
-    state: TurnState
-    task_complete: bool = False
-    parse_error: str = ""  # the reply was not a valid TurnAnswer (even after the re-ask)
-    llm_seconds: float = 0.0
-
-
-@dataclass
-class AgentRun:
-    """One rollout: the agent's turns and the verifier's verdict on the state they left."""
-
-    turns: list[Turn]
-    reward: float | None  # None: the verifier wrote no readable reward, or did not run
-    passed: bool  # reward >= 1
-    test_results: list[dict]  # {name, outcome, message, seconds} from JUnit XML or CTRF
-    stop_reason: StopReason
-    total_seconds: float
-    tokens_in: int
-    tokens_out: int
-    model_label: str = ""
-    subject: str = ""
-    image_tag: str = ""
-    error: str = ""  # the model/engine error behind model_error/infra_error/sandbox_killed
-    agent_seconds: float = 0.0
-    verifier_seconds: float = 0.0
-    verifier_exit_code: int | None = None  # informational, as in Harbor
-    verifier_output: str = ""  # capped
-    rewards: dict = field(default_factory=dict)  # every numeric metric of reward.json
-    test_results_source: str | None = None
-    # Files the agent left in /logs/verifier (deleted before grading: only the verifier may
-    # write the reward), and whether it had created /tests.
-    tampering: list[str] = field(default_factory=list)
-
-    @property
-    def states(self) -> list[str]:
-        return [t.state for t in self.turns]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-# ============================================================================================
-# Prompt
-
-
-SYSTEM_PROMPT = """You are an AI agent solving a task in a Linux terminal (Debian, running as \
-the container's default user). You work in turns. In each turn you see the output of the \
-commands you ran last, and you reply with exactly one JSON object and nothing else:
-
-{{
-  "analysis": "what the output so far tells you, and what is still missing",
-  "plan": "what you will do next, and why",
-  "commands": [
-    {{"command": "cat /app/data.csv", "timeout_s": 10}}
-  ],
-  "task_complete": false
-}}
-
-Rules:
-- "commands" run one after another, each in a fresh non-interactive bash (stdin is closed, \
-there is no terminal). The working directory carries over to the next command; shell \
-variables, exports and functions do not, so put dependent steps in one command (use && or a \
-script file). Interactive programs (editors, pagers waiting for keys, REPLs) do not work: write \
-files with heredocs, printf or a script instead.
-- "timeout_s" is how long the command may run (default {default_timeout:g} s, at most \
-{cap:g} s); a command still running then is killed. Long output is shortened to its beginning \
-and end.
-- There is no network access.
-- Set "task_complete" to true when the task is done. You will be asked to confirm once; after \
-you confirm, the task is graded automatically and you cannot change anything anymore.
-- Use an empty "commands" list if you only want to think or to confirm.
-"""
-
-INITIAL = """Task:
-
-{instruction}
-
-The current working directory is {cwd}. You have {max_turns} turns and about {budget} of \
-time. Begin."""
-
-CONFIRM = """You marked the task as complete. Once you confirm, your solution is graded as it \
-is and you cannot make further changes. If you are sure, reply again with "task_complete": true \
-(you may leave "commands" empty). Otherwise set it to false and continue."""
-
-PARSE_ERROR = """Your previous reply could not be used, and none of its commands ran:
-{problem}
-
-Reply with exactly one JSON object with the keys "analysis", "plan", "commands" (a list of \
-{{"command": ..., "timeout_s": ...}}) and "task_complete"."""
-
-
-def _format_duration(seconds: float) -> str:
-    return f"{seconds / 60:.0f} minutes" if seconds >= 120 else f"{seconds:.0f} seconds"
-
 
 # ============================================================================================
 # Running commands
@@ -335,7 +161,7 @@ class _Rollout:
         system = SYSTEM_PROMPT.format(default_timeout=self.default_timeout_s, cap=self.cap_s)
         first = INITIAL.format(instruction=self.task.read("instruction.md").strip(),
                                cwd=self.cwd, max_turns=self.max_turns,
-                               budget=_format_duration(self.time_budget_s))
+                               budget=format_duration(self.time_budget_s))
         self.messages = [{"role": "system", "content": system},
                          {"role": "user", "content": first}]
         confirming = False
@@ -357,7 +183,7 @@ class _Rollout:
                 parts.append(CONFIRM)
             left = self.remaining()
             parts.append(f"[turn {n} of {self.max_turns} done; about "
-                         f"{_format_duration(max(left, 0))} left]")
+                         f"{format_duration(max(left, 0))} left]")
             self.messages.append({"role": "assistant", "content": turn.model_text})
             self.messages.append({"role": "user", "content": "\n\n".join(parts)})
             self.observations.append(len(self.messages) - 1)
@@ -620,9 +446,3 @@ def run_rollout(
             log.warning("could not remove the sandboxes of %s: %s", run_owner, exc)
     traj.total_seconds = clock() - started
     return traj
-
-
-def agent_run_json(traj: AgentRun) -> str:
-    """An AgentRun as indented JSON (what a rollout's log file holds)."""
-    return json.dumps(traj.to_dict(), indent=2, default=str)
-
