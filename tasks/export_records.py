@@ -273,7 +273,7 @@ def sft_messages(trajectory: Trajectory, turns: list[Turn], instruction: str, wo
         default = min(float(config.get("default_command_timeout_s", rollout_lib.DEFAULT_COMMAND_TIMEOUT_S)), cap)
         system = rollout_lib.SYSTEM_PROMPT.format(default_timeout=default, cap=cap)
         first = rollout_lib.INITIAL.format(instruction=instruction.strip(), cwd=workdir, max_turns=batch.max_turns,
-                                           budget=rollout_lib._format_duration(float(batch.timeout_s)))
+                                           budget=rollout_lib.format_duration(float(batch.timeout_s)))
         messages = [{"role": "system", "content": system}, {"role": "user", "content": first}]
     else:
         messages = [{"role": "user", "content": instruction.strip()}]
