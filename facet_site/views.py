@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from skills.models import IngestBatch, Skill, SkillStatus, Verdict
 from tasks import charts as task_charts
-from tasks import review
+from tasks import review_numbers
 from tasks.models import ReviewState, Task, TaskStatus, Validation
 
 from . import stamps, workers
@@ -27,7 +27,7 @@ def home(request):
     reasons = (
         Verdict.objects.filter(skill__is_current=True).values("kind").annotate(n=Count("skill", distinct=True)).order_by("-n")
     )
-    funnel = stamps.cached("review-funnel", stamps.TASKS_STAMP, lambda: review.funnel(None), None)
+    funnel = stamps.cached("review-funnel", stamps.TASKS_STAMP, lambda: review_numbers.funnel(None), None)
     waiting = Task.objects.filter(status=TaskStatus.VALIDATED, review_state=ReviewState.UNREVIEWED)
     return render(request, "home.html", {
         "total": sum(counts.values()),

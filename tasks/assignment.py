@@ -28,7 +28,8 @@ from .models import (
     Task,
     TeamLock,
 )
-from .review import NotAllowed, ReviewError, lock_timeout
+from .review import NotAllowed, ReviewError
+from .review_queue import lock_timeout
 
 OPEN_STATES = (ReviewState.UNREVIEWED, ReviewState.IN_REVIEW)
 

@@ -18,36 +18,26 @@ validation of the version: a leaked answer, a flaky or networked verifier, ...).
 override them with a mandatory reason, which the decision, the audit event and the export
 manifest carry. Bulk approvals never override.
 
-Not split (612 lines): decisions, undo and bulk decisions share the locking described above;
-the queue is the next part to move into a module of its own.
+The review queue and its locks are in review_queue.py; the overview's numbers in review_numbers.py.
 """
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import date, timedelta
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, F, OuterRef, Q
-from django.db.models.functions import TruncDate
-from django.utils import timezone
+from django.db.models import Count
 
 from facet_site.roles import can_review, is_admin
 
 from . import consensus, summary
-from . import funnel as construction_funnel
 from .filters import TaskFilter
 from .models import (
     AuditEvent,
     Decision,
     RejectReason,
-    ReviewLock,
-    ReviewState,
     Task,
     TaskStatus,
-    Validation,
-    ValidationStatus,
     ReviewVerdict,
 )
 
@@ -63,8 +53,6 @@ STATE_OF_VERDICT = consensus.STATE_OF_VERDICT
 REASON_REQUIRED = {ReviewVerdict.REJECT, ReviewVerdict.NEEDS_FIX}
 UNDO_COMMENT = "undo"
 
-# The queue when no filter is given: what construction validated and nobody has decided yet.
-DEFAULT_QUEUE = "status=validated&review=unreviewed"
 BULK_CHUNK = 200
 
 
@@ -396,220 +384,3 @@ def apply_bulk(task_filter: TaskFilter, *, user, verdict: str, reason: str = "",
         after={"verdict": verdict, "reason": reason, "comment": comment, "decided": decided, "skipped": skipped,
                "bulk_id": bulk_id, "consensus": states})
     return BulkResult(decided=decided, skipped=skipped, event=event, consensus=states)
-
-
-# --- the review queue and its locks ------------------------------------------------------------
-
-
-def lock_timeout() -> timedelta:
-    return timedelta(minutes=getattr(settings, "FACET_REVIEW_LOCK_MINUTES", 15))
-
-
-def live_locks():
-    return ReviewLock.objects.filter(acquired_at__gte=timezone.now() - lock_timeout())
-
-
-def lock_of(task: Task) -> ReviewLock | None:
-    """The task's lock while it is live (a stale one is anybody's to reclaim)."""
-    return live_locks().select_related("holder").filter(task=task).first()
-
-
-def take_lock(task_id: int, user, *, now=None) -> bool:
-    """Take (or renew) the review lock of one task with conditional writes: a new row (the
-    one-to-one constraint lets one of two racing reviewers in), or an UPDATE that only matches
-    the stale lock that was read, so a reclaim never steals a lock renewed meanwhile."""
-    now = now or timezone.now()
-    lock = ReviewLock.objects.filter(task_id=task_id).first()
-    if lock is None:
-        try:
-            with transaction.atomic():
-                ReviewLock.objects.create(task_id=task_id, holder=user, acquired_at=now)
-            return True
-        except IntegrityError:
-            return False
-    if lock.holder_id == user.pk:
-        return bool(ReviewLock.objects.filter(pk=lock.pk, holder=user).update(acquired_at=now))
-    if lock.acquired_at >= now - lock_timeout():
-        return False
-    won = ReviewLock.objects.filter(pk=lock.pk, holder_id=lock.holder_id, acquired_at=lock.acquired_at) \
-        .update(holder=user, acquired_at=now)
-    if won:
-        AuditEvent.objects.create(
-            actor=user, action=RECLAIM_LOCK, object_type="task", object_id=str(task_id), task_id=task_id,
-            before={"holder": lock.holder.get_username(), "acquired_at": lock.acquired_at.isoformat()},
-            after={"holder": user.get_username(), "acquired_at": now.isoformat()})
-    return bool(won)
-
-
-def release_lock(task_id: int, user) -> bool:
-    return bool(ReviewLock.objects.filter(task_id=task_id, holder=user).delete()[0])
-
-
-def queue_filter(query) -> TaskFilter:
-    """The queue's selection: the given task filter, or the default queue when it selects
-    nothing in particular (a sort alone keeps the default selection, in that order)."""
-    f = TaskFilter.from_query(query)
-    if f.is_empty:
-        default = TaskFilter.from_query(DEFAULT_QUEUE)
-        default.sort = f.sort
-        return default
-    return f
-
-
-def queue_ids(task_filter: TaskFilter) -> list[int]:
-    return list(task_filter.queryset().values_list("id", flat=True))
-
-
-def position(task_id: int, ids: list[int]) -> tuple[int | None, int]:
-    """("X of N"): the task's 1-based place in the queue, or None when it is not in it."""
-    try:
-        return ids.index(task_id) + 1, len(ids)
-    except ValueError:
-        return None, len(ids)
-
-
-def advance(user, task_filter: TaskFilter, *, current: int | None = None, direction: str = "next",
-            before: list[int] | None = None) -> Task | None:
-    """Lock and return the next (or previous) task of the queue that nobody else is reviewing.
-
-    Without `current`, the reviewer's own live lock in the queue comes first (a reload resumes),
-    then the top of the queue. `before` is the queue as it was before a decision took `current`
-    out of it, so that deciding moves on from where the reviewer was rather than from the top.
-    On success the reviewer's other locks are released: one reviewer reviews one task at a time.
-    """
-    ids = queue_ids(task_filter)
-    in_queue = set(ids)
-    order = before if before is not None else ids
-    if current is not None and current in order:
-        i = order.index(current)
-        candidates = order[i + 1:] if direction == "next" else list(reversed(order[:i]))
-        candidates = [t for t in candidates if t in in_queue]
-        if direction == "next":  # past the end: start again from the top
-            candidates += [t for t in ids if t not in candidates and t != current]
-    elif direction == "next":
-        mine = set(live_locks().filter(holder=user, task_id__in=ids).values_list("task_id", flat=True))
-        candidates = [t for t in ids if t in mine] + [t for t in ids if t not in mine and t != current]
-    else:
-        candidates = []
-    busy = set(live_locks().exclude(holder=user).filter(task_id__in=candidates).values_list("task_id", flat=True))
-    for task_id in candidates:
-        if task_id in busy:
-            continue
-        if take_lock(task_id, user):
-            ReviewLock.objects.filter(holder=user).exclude(task_id=task_id).delete()
-            return Task.objects.select_related("current_version").get(pk=task_id)
-    return None
-
-
-# --- numbers for the overview ------------------------------------------------------------------
-
-
-def funnel(run=None) -> list[dict]:
-    """Table 5 (tasks.funnel.funnel) plus the two review stages, each row with the task
-    filter query that lists exactly the tasks it counts."""
-    rows = construction_funnel.funnel(run)
-    run_q = [("run", str(run.pk))] if run is not None else []
-    for row in rows:
-        row["query"] = TaskFilter.from_query(dict([("stage", row["stage"])] + run_q)).query_string()
-    final = rows[-1]["count"]
-    validated = Task.objects.filter(imported=False, status=TaskStatus.VALIDATED)
-    if run is not None:
-        validated = validated.filter(run=run)
-    reviewed = validated.exclude(review_state=ReviewState.UNREVIEWED).count()
-    approved = validated.filter(review_state=ReviewState.APPROVED).count()
-    decided = [s for s in ReviewState.values if s != ReviewState.UNREVIEWED]
-    rows.append({"stage": "reviewed", "label": "Reviewed by a person", "count": reviewed,
-                 "retention": round(100 * reviewed / final, 2) if final else None,
-                 "query": TaskFilter.from_query({"stage": "final_validated", "review": decided, **dict(run_q)}).query_string()})
-    rows.append({"stage": "approved", "label": "Approved", "count": approved,
-                 "retention": round(100 * approved / reviewed, 2) if reviewed else None,
-                 "query": TaskFilter.from_query({"stage": "final_validated", "review": "approved", **dict(run_q)}).query_string()})
-    return rows
-
-
-def review_states(run=None) -> list[dict]:
-    """Every task (imported ones too) by where its review stands."""
-    qs = Task.objects.all() if run is None else Task.objects.filter(run=run)
-    counts = dict(qs.values_list("review_state").annotate(n=Count("id")).order_by())
-    run_q = {"run": str(run.pk)} if run is not None else {}
-    return [{"state": s, "label": label, "count": counts.get(s, 0),
-             "query": TaskFilter.from_query({"review": s, **run_q}).query_string()} for s, label in ReviewState.choices]
-
-
-def reasons(run=None) -> list[dict]:
-    """Tasks by the reason of the decision in force on their current version (the newest on the
-    current hash that is neither withdrawn nor a withdrawal), per verdict, in one grouped query.
-    The predicate is TaskFilter's `reason` and `review`, so each number is the length of the list
-    its link opens (a test checks it)."""
-    base = {"run": str(run.pk)} if run is not None else {}
-    # NOT EXISTS rather than the reverse join for "not withdrawn": PostgreSQL plans it far better
-    withdrawn = Decision.objects.filter(withdraws=OuterRef("pk"))
-    newer = Decision.objects.filter(task=OuterRef("task"), content_hash=OuterRef("content_hash"), id__gt=OuterRef("id"),
-                                    withdraws__isnull=True).exclude(Exists(Decision.objects.filter(withdraws=OuterRef("pk"))))
-    decisions = Decision.objects.filter(content_hash=F("task__current_version__content_hash"), withdraws__isnull=True) \
-        .exclude(reason="").exclude(Exists(withdrawn)).exclude(Exists(newer))
-    if run is not None:
-        decisions = decisions.filter(task__run=run)
-    counts = {(r["reason"], r["task__review_state"]): r["n"] for r in
-              decisions.values("reason", "task__review_state").annotate(n=Count("task", distinct=True)).order_by()}
-    rows = []
-    for reason, label in RejectReason.choices:
-        row = {"reason": reason, "label": label, "total": 0, "cells": []}
-        for state in (ReviewState.REJECTED, ReviewState.NEEDS_FIX, ReviewState.APPROVED):
-            n = counts.get((reason, state), 0)
-            query = TaskFilter.from_query({"reason": reason, "review": state, **base}).query_string()
-            row["cells"].append({"state": state, "count": n, "query": query})
-            row["total"] += n
-        row["query"] = TaskFilter.from_query({"reason": reason, **base}).query_string()
-        rows.append(row)
-    return rows
-
-
-def throughput(run=None, *, days: int = 30, today: date | None = None) -> dict:
-    """Decisions per day and per reviewer over the last `days` days (undo entries are not
-    work done and are left out; decisions later undone count, they were made)."""
-    today = today or timezone.localdate()
-    start = today - timedelta(days=days - 1)
-    qs = Decision.objects.filter(withdraws__isnull=True)
-    if run is not None:
-        qs = qs.filter(task__run=run)
-    recent = qs.filter(created_at__date__gte=start)
-    per_day = recent.annotate(day=TruncDate("created_at")).values("day", "author__username").annotate(n=Count("id"))
-    axis = [start + timedelta(days=i) for i in range(days)]
-    series: dict[str, dict] = {}
-    for row in per_day:
-        name = row["author__username"] or "(deleted user)"
-        series.setdefault(name, {})[row["day"]] = row["n"]
-    week = today - timedelta(days=6)
-    table = (recent.values("author__username").annotate(
-        total=Count("id"), week=Count("id", filter=Q(created_at__date__gte=week)),
-        approved=Count("id", filter=Q(verdict=ReviewVerdict.APPROVE)), rejected=Count("id", filter=Q(verdict=ReviewVerdict.REJECT)),
-        needs_fix=Count("id", filter=Q(verdict=ReviewVerdict.NEEDS_FIX)), bulk=Count("id", filter=Q(bulk=True)),
-    ).order_by("-total"))
-    return {
-        "days": axis,
-        "series": {name: [by_day.get(d, 0) for d in axis] for name, by_day in sorted(series.items())},
-        "table": [dict(r, reviewer=r["author__username"] or "(deleted user)") for r in table],
-        "total": recent.count(),
-        "all_time": qs.count(),
-    }
-
-
-def by_run(limit: int = 20) -> list[dict]:
-    """The last runs side by side: seeds, validated, reviewed, approved (one grouped query)."""
-    validated = Q(status=TaskStatus.VALIDATED)
-    rows = (Task.objects.filter(imported=False, run__isnull=False).values("run_id", "run__name").annotate(
-        seeds=Count("id"), validated=Count("id", filter=validated),
-        reviewed=Count("id", filter=validated & ~Q(review_state=ReviewState.UNREVIEWED)),
-        approved=Count("id", filter=validated & Q(review_state=ReviewState.APPROVED)),
-    ).order_by("-run_id")[:limit])
-    return list(rows)
-
-
-def validation_of(task: Task) -> Validation | None:
-    """The newest finished validation of the current version (what the verifier said)."""
-    if task.current_version_id is None:
-        return None
-    return (Validation.objects.filter(version_id=task.current_version_id)
-            .filter(status__in=[ValidationStatus.DONE, ValidationStatus.ERROR])
-            .prefetch_related("trials__tests").order_by("-id").first())

@@ -11,7 +11,7 @@ from ninja.pagination import paginate
 from facet_site.pagination import PageNumberPagination  # bounded page numbers
 from facet_site.roles import can_review
 
-from . import consensus, review, summary
+from . import consensus, review, review_queue, summary
 from .models import AuditEvent, Task
 
 # mounted at /tasks (decisions, bulk decisions, locks), /audit and /queue by facet_site/api.py
@@ -206,12 +206,12 @@ def queue_next(request, payload: QueueNextIn = None):
     session caller needs the CSRF token and no link or image can move anyone's queue."""
     _reviewer(request, "take tasks from the review queue")
     payload = payload or QueueNextIn()
-    task_filter = review.queue_filter(payload.query)
-    task = review.advance(request.auth, task_filter, current=payload.after)
+    task_filter = review_queue.queue_filter(payload.query)
+    task = review_queue.advance(request.auth, task_filter, current=payload.after)
     if task is None:
         return Status(204, None)
-    task.position, task.total = review.position(task.pk, review.queue_ids(task_filter))
-    task.lock_expires_in_s = int(review.lock_timeout().total_seconds())
+    task.position, task.total = review_queue.position(task.pk, review_queue.queue_ids(task_filter))
+    task.lock_expires_in_s = int(review_queue.lock_timeout().total_seconds())
     task.queue = task_filter.query_string()
     return task
 
@@ -219,5 +219,5 @@ def queue_next(request, payload: QueueNextIn = None):
 @task_review_router.delete("/{int:task_id}/lock", response={204: None}, summary="Let go of your review lock on a task")
 def release_lock(request, task_id: int):
     _reviewer(request, "hold review locks")
-    review.release_lock(task_id, request.auth)
+    review_queue.release_lock(task_id, request.auth)
     return Status(204, None)

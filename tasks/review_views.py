@@ -18,7 +18,7 @@ from facet_site.lib.render import highlight_code, render_markdown
 from facet_site.roles import can_lead, can_review, is_admin, require
 from scenarios.models import SynthesisRun
 
-from . import agreement, charts, consensus, guidelines, review
+from . import agreement, charts, consensus, guidelines, review, review_numbers, review_queue
 from .filters import TaskFilter
 from .models import AuditEvent, RejectReason, ReviewLock, ReviewState, Task, TaskStatus, ReviewVerdict
 
@@ -33,7 +33,7 @@ def _queue_query(request) -> str | None:
     raw = request.GET.get("queue") if request.method == "GET" else request.POST.get("queue")
     if raw is None:
         return None
-    return review.queue_filter(raw).query_string()
+    return review_queue.queue_filter(raw).query_string()
 
 
 def review_url(task_id: int, queue: str) -> str:
@@ -62,7 +62,7 @@ def panel_context(request, task) -> dict:
         "may_force": is_admin(user) and task.status != TaskStatus.VALIDATED,
         "may_override": is_admin(user) and bool(review.error_findings(task)),
         "approve_refusal": review.refusal(task, ReviewVerdict.APPROVE, user=user) if can_review(user) else None,
-        "lock": review.lock_of(task),
+        "lock": review_queue.lock_of(task),
         "content_hash": task.current_version.content_hash if task.current_version_id else "",
         "queue": queue,
         "here": request.get_full_path(),
@@ -70,10 +70,10 @@ def panel_context(request, task) -> dict:
     ctx["guideline_html"] = guidelines.rendered(ctx["guideline"])
     ctx["adjudicate"] = ctx["consensus"].state == ReviewState.DISPUTED and can_lead(user)
     if queue is not None:
-        ids = review.queue_ids(review.queue_filter(queue))
-        ctx["position"], ctx["queue_total"] = review.position(task.pk, ids)
+        ids = review_queue.queue_ids(review_queue.queue_filter(queue))
+        ctx["position"], ctx["queue_total"] = review_queue.position(task.pk, ids)
         ctx["queue_url"] = queue_url(queue)
-        ctx["queue_described"] = review.queue_filter(queue).describe()
+        ctx["queue_described"] = review_queue.queue_filter(queue).describe()
     return {"review_panel": ctx}
 
 
@@ -89,7 +89,7 @@ def _back(request, fallback: str) -> str:
 def decide(request, task_id: int):
     task = get_object_or_404(Task, pk=task_id)
     queue = _queue_query(request)
-    before = review.queue_ids(review.queue_filter(queue)) if queue is not None else None
+    before = review_queue.queue_ids(review_queue.queue_filter(queue)) if queue is not None else None
     try:
         decision = review.decide(task, user=request.user, verdict=request.POST.get("verdict", ""),
                                  reason=request.POST.get("reason", ""), comment=request.POST.get("comment", ""),
@@ -110,8 +110,8 @@ def decide(request, task_id: int):
     if queue is None:
         return redirect(_back(request, reverse("tasks:detail", args=[task.pk])))
     # from the queue: on to the next task, letting go of this one
-    review.release_lock(task.pk, request.user)
-    nxt = review.advance(request.user, review.queue_filter(queue), current=task.pk, before=before)
+    review_queue.release_lock(task.pk, request.user)
+    nxt = review_queue.advance(request.user, review_queue.queue_filter(queue), current=task.pk, before=before)
     if nxt is None:
         messages.info(request, "Nothing left in this queue that nobody else is reviewing.")
         return redirect(queue_url(queue))
@@ -123,10 +123,10 @@ def decide(request, task_id: int):
 
 @require_GET
 def queue(request):
-    task_filter = review.queue_filter(request.GET)
+    task_filter = review_queue.queue_filter(request.GET)
     query = task_filter.query_string()
-    ids = review.queue_ids(task_filter)
-    locks = list(review.live_locks().select_related("holder", "task").order_by("acquired_at"))
+    ids = review_queue.queue_ids(task_filter)
+    locks = list(review_queue.live_locks().select_related("holder", "task").order_by("acquired_at"))
     in_queue = set(ids)
     mine = [lock for lock in locks if lock.holder_id == request.user.pk and lock.task_id in in_queue]
     busy = sum(1 for lock in locks if lock.task_id in in_queue and lock.holder_id != request.user.pk)
@@ -136,8 +136,8 @@ def queue(request):
         "upcoming": [t for t in map(Task.objects.in_bulk(ids[:10]).get, ids[:10]) if t],
         "statuses": TaskStatus.choices, "review_states": ReviewState.choices,
         "runs": SynthesisRun.objects.order_by("-id")[:100],
-        "lock_minutes": int(review.lock_timeout().total_seconds() // 60),
-        "default_queue": review.DEFAULT_QUEUE,
+        "lock_minutes": int(review_queue.lock_timeout().total_seconds() // 60),
+        "default_queue": review_queue.DEFAULT_QUEUE,
     })
 
 
@@ -145,10 +145,10 @@ def queue(request):
 @require(can_review)
 def queue_next(request):
     """Take the lock of the next (or previous) task and open it; `current` is the task on screen."""
-    queue = _queue_query(request) or review.queue_filter("").query_string()
+    queue = _queue_query(request) or review_queue.queue_filter("").query_string()
     current = request.POST.get("current", "")
     direction = "previous" if request.POST.get("direction") == "previous" else "next"
-    nxt = review.advance(request.user, review.queue_filter(queue), current=int(current) if current.isdigit() else None,
+    nxt = review_queue.advance(request.user, review_queue.queue_filter(queue), current=int(current) if current.isdigit() else None,
                          direction=direction)
     if nxt is None:
         if current.isdigit():
@@ -163,7 +163,7 @@ def queue_next(request):
 @require(can_review)
 def release(request, task_id: int):
     queue = _queue_query(request)
-    if review.release_lock(task_id, request.user):
+    if review_queue.release_lock(task_id, request.user):
         messages.success(request, f"You let go of task #{task_id}: another reviewer may take it.")
     return redirect(queue_url(queue) if queue is not None else reverse("tasks:detail", args=[task_id]))
 
@@ -175,7 +175,7 @@ def renew(request, task_id: int):
     It never takes a lock someone else holds."""
     if not ReviewLock.objects.filter(task_id=task_id, holder=request.user).exists():
         return HttpResponse("", status=204)
-    review.take_lock(task_id, request.user)
+    review_queue.take_lock(task_id, request.user)
     return HttpResponse("", status=204)
 
 
@@ -195,7 +195,7 @@ def review_page_context(request, task) -> dict:
     context = {
         "task": task, "version": version,
         "instruction": render_markdown(files.get("instruction.md", "")),
-        "validation": review.validation_of(task),
+        "validation": review_numbers.validation_of(task),
         "test_files": tests,
         "repairs": task.repairs.count(),
     }
@@ -314,7 +314,7 @@ def overview(request):
     part = request.GET.get("part", "")
     run_key = run.pk if run is not None else None
     if part == "reasons":
-        reasons = stamps.cached("review-reasons", stamps.TASKS_STAMP, lambda: review.reasons(run), run_key)
+        reasons = stamps.cached("review-reasons", stamps.TASKS_STAMP, lambda: review_numbers.reasons(run), run_key)
         return render(request, "tasks/overview.html#reasons", {
             "run": run, "reasons": reasons, "reasons_chart": charts.reasons_chart(reasons),
             "any_reason": any(r["total"] for r in reasons)})
@@ -322,16 +322,16 @@ def overview(request):
         # not cached: a decision changes it, and it is one grouped query over current decisions
         return render(request, "tasks/overview.html#agreement", {"run": run, "agreement": agreement.overall(run=run)})
     if part == "throughput":
-        throughput = stamps.cached("review-throughput", stamps.TASKS_STAMP, lambda: review.throughput(run), run_key)
+        throughput = stamps.cached("review-throughput", stamps.TASKS_STAMP, lambda: review_numbers.throughput(run), run_key)
         return render(request, "tasks/overview.html#throughput", {
             "run": run, "throughput": throughput, "throughput_chart": charts.throughput_chart(throughput)})
-    funnel = stamps.cached("review-funnel", stamps.TASKS_STAMP, lambda: review.funnel(run), run_key)
+    funnel = stamps.cached("review-funnel", stamps.TASKS_STAMP, lambda: review_numbers.funnel(run), run_key)
     if part == "summary":
         return render(request, "tasks/overview.html#summary", {"stages": {r["stage"]: r for r in funnel}})
 
     def figures_and_tables():
-        return {"funnel_chart": charts.funnel_chart(funnel), "states": review.review_states(run),
-                "by_run": review.by_run() if run is None else []}
+        return {"funnel_chart": charts.funnel_chart(funnel), "states": review_numbers.review_states(run),
+                "by_run": review_numbers.by_run() if run is None else []}
 
     return render(request, "tasks/overview.html", {
         "runs": runs[:200], "run": run, "funnel": funnel,

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from scenarios.models import RunStatus, SynthesisRun
 from tasks import funnel as construction_funnel
-from tasks import review, summary
+from tasks import review, review_numbers, review_queue, summary
 from tasks.filters import FUNNEL_STAGES, TaskFilter
 from tasks.models import (
     AuditEvent,
@@ -304,20 +304,20 @@ def test_a_bulk_decision_refuses_when_the_selection_changed_since_the_confirmati
 
 def test_a_lock_is_held_by_one_reviewer_and_reclaimed_only_after_the_timeout(task, users, settings):
     settings.FACET_REVIEW_LOCK_MINUTES = 15
-    assert review.take_lock(task.pk, users["reviewer"])
-    assert not review.take_lock(task.pk, users["admin"])
-    assert review.take_lock(task.pk, users["reviewer"])  # renewing one's own
+    assert review_queue.take_lock(task.pk, users["reviewer"])
+    assert not review_queue.take_lock(task.pk, users["admin"])
+    assert review_queue.take_lock(task.pk, users["reviewer"])  # renewing one's own
     ReviewLock.objects.filter(task=task).update(acquired_at=timezone.now() - timedelta(minutes=14))
-    assert not review.take_lock(task.pk, users["admin"])
+    assert not review_queue.take_lock(task.pk, users["admin"])
     ReviewLock.objects.filter(task=task).update(acquired_at=timezone.now() - timedelta(minutes=16))
-    assert review.lock_of(task) is None  # stale: nobody is shown as reviewing it
-    assert review.take_lock(task.pk, users["admin"])
+    assert review_queue.lock_of(task) is None  # stale: nobody is shown as reviewing it
+    assert review_queue.take_lock(task.pk, users["admin"])
     assert ReviewLock.objects.get(task=task).holder == users["admin"]
     event = last_event(action="reclaim_lock")
     assert event.before["holder"] == "reviewer-user" and event.after["holder"] == "admin-user"
     settings.FACET_REVIEW_LOCK_MINUTES = 60  # the timeout comes from settings
     ReviewLock.objects.filter(task=task).update(acquired_at=timezone.now() - timedelta(minutes=30))
-    assert not review.take_lock(task.pk, users["reviewer"])
+    assert not review_queue.take_lock(task.pk, users["reviewer"])
 
 
 def test_a_reclaim_never_steals_a_lock_renewed_after_it_was_read(task, users, monkeypatch):
@@ -334,7 +334,7 @@ def test_a_reclaim_never_steals_a_lock_renewed_after_it_was_read(task, users, mo
         return qs
 
     monkeypatch.setattr(ReviewLock.objects, "filter", renew_between_read_and_write)
-    assert not review.take_lock(task.pk, users["admin"])
+    assert not review_queue.take_lock(task.pk, users["admin"])
     monkeypatch.undo()
     assert calls == [1]
     assert ReviewLock.objects.get(task=task).holder == users["reviewer"]
@@ -342,36 +342,36 @@ def test_a_reclaim_never_steals_a_lock_renewed_after_it_was_read(task, users, mo
 
 def test_two_reviewers_never_get_the_same_task_from_the_queue(run, users):
     tasks = [make_task(run, name=f"T{i}") for i in range(3)]
-    queue = review.queue_filter("")
-    first = review.advance(users["reviewer"], queue)
-    second = review.advance(users["admin"], queue)
+    queue = review_queue.queue_filter("")
+    first = review_queue.advance(users["reviewer"], queue)
+    second = review_queue.advance(users["admin"], queue)
     assert first is not None and second is not None and first.pk != second.pk
     assert first.pk == tasks[-1].pk  # the default order: newest first
     # a reload resumes the reviewer's own task instead of taking another
-    assert review.advance(users["reviewer"], queue).pk == first.pk
-    third = review.advance(users["reviewer"], queue, current=first.pk)
+    assert review_queue.advance(users["reviewer"], queue).pk == first.pk
+    third = review_queue.advance(users["reviewer"], queue, current=first.pk)
     assert third.pk not in (first.pk, second.pk)
     assert not ReviewLock.objects.filter(task=first, holder=users["reviewer"]).exists()  # one task at a time
     # the task the reviewer let go of is free again; the one the reviewer holds is not
-    assert review.advance(users["admin"], queue, current=second.pk).pk == first.pk
-    assert review.advance(users["admin"], queue, current=first.pk).pk == second.pk
+    assert review_queue.advance(users["admin"], queue, current=second.pk).pk == first.pk
+    assert review_queue.advance(users["admin"], queue, current=first.pk).pk == second.pk
 
 
 def test_the_queue_moves_forward_and_back_and_says_where_the_reviewer_is(run, users):
     a, b, c = (make_task(run, name=n) for n in ("A", "B", "C"))
     queue = TaskFilter.from_query("status=validated&review=unreviewed&sort=id")
-    ids = review.queue_ids(queue)
-    assert ids == [a.pk, b.pk, c.pk] and review.position(b.pk, ids) == (2, 3)
-    assert review.advance(users["reviewer"], queue, current=a.pk).pk == b.pk
-    assert review.advance(users["reviewer"], queue, current=b.pk, direction="previous").pk == a.pk
-    review.take_lock(b.pk, users["admin"])
-    assert review.advance(users["reviewer"], queue, current=a.pk).pk == c.pk  # b is someone else's
-    assert review.advance(users["reviewer"], queue, current=a.pk, direction="previous") is None
+    ids = review_queue.queue_ids(queue)
+    assert ids == [a.pk, b.pk, c.pk] and review_queue.position(b.pk, ids) == (2, 3)
+    assert review_queue.advance(users["reviewer"], queue, current=a.pk).pk == b.pk
+    assert review_queue.advance(users["reviewer"], queue, current=b.pk, direction="previous").pk == a.pk
+    review_queue.take_lock(b.pk, users["admin"])
+    assert review_queue.advance(users["reviewer"], queue, current=a.pk).pk == c.pk  # b is someone else's
+    assert review_queue.advance(users["reviewer"], queue, current=a.pk, direction="previous") is None
     # after a decision takes a task out of the queue, "next" continues from where it was
-    before = review.queue_ids(queue)
+    before = review_queue.queue_ids(queue)
     review.decide(c, user=users["reviewer"], verdict="approve")
-    assert review.position(c.pk, review.queue_ids(queue)) == (None, 2)
-    assert review.advance(users["reviewer"], queue, current=c.pk, before=before).pk == a.pk  # wraps, b is locked
+    assert review_queue.position(c.pk, review_queue.queue_ids(queue)) == (None, 2)
+    assert review_queue.advance(users["reviewer"], queue, current=c.pk, before=before).pk == a.pk  # wraps, b is locked
 
 
 def test_the_default_queue_is_validated_unreviewed_tasks(run, users):
@@ -379,9 +379,9 @@ def test_the_default_queue_is_validated_unreviewed_tasks(run, users):
     make_task(run, name="discarded", status=TaskStatus.DISCARDED, accepted=False)
     done = make_task(run, name="done")
     review.decide(done, user=users["reviewer"], verdict="approve")
-    assert review.queue_ids(review.queue_filter("")) == [waiting.pk]
-    assert review.queue_filter("sort=id").sort == "id"
-    assert review.queue_ids(review.queue_filter("review=approved")) == [done.pk]
+    assert review_queue.queue_ids(review_queue.queue_filter("")) == [waiting.pk]
+    assert review_queue.queue_filter("sort=id").sort == "id"
+    assert review_queue.queue_ids(review_queue.queue_filter("review=approved")) == [done.pk]
 
 
 # --- concurrency on PostgreSQL -------------------------------------------------------------------------
@@ -422,8 +422,8 @@ def test_reviewers_racing_for_the_queue_never_share_a_task(users):
     for i in range(6):
         make_task(run, name=f"race {i}")
     reviewers = [ensure_user(username=f"racer-{i}", password="racer-password-1", role="reviewer") for i in range(6)]
-    queue = review.queue_filter("")
-    results, errors = _in_threads(6, lambda i: review.advance(reviewers[i], queue))
+    queue = review_queue.queue_filter("")
+    results, errors = _in_threads(6, lambda i: review_queue.advance(reviewers[i], queue))
     assert not errors
     got = [t.pk for t in results if t is not None]
     assert len(got) == 6 and len(set(got)) == 6
@@ -466,7 +466,7 @@ def test_every_funnel_stage_is_a_task_filter_that_lists_what_it_counts(run, user
     make_task(run, name="discarded", status=TaskStatus.DISCARDED, accepted=False)
     make_task(None, name="imported", imported=True)
     review.decide(repaired, user=users["reviewer"], verdict="approve")
-    rows = review.funnel(run)
+    rows = review_numbers.funnel(run)
     assert [r["stage"] for r in rows[:-2]] == list(FUNNEL_STAGES) == [s for s, _, _ in construction_funnel.FUNNEL_STAGES]
     for row in rows:
         listed = TaskFilter.from_query(row["query"]).queryset().count()
@@ -474,7 +474,7 @@ def test_every_funnel_stage_is_a_task_filter_that_lists_what_it_counts(run, user
     counts = {r["stage"]: r["count"] for r in rows}
     assert counts["seeds"] == 5 and counts["final_validated"] == 3 and counts["task_repair_recovery"] == 1
     assert counts["environment_repair_recovery"] == 1 and counts["reviewed"] == 1 and counts["approved"] == 1
-    overall = {r["stage"]: r["count"] for r in review.funnel()}
+    overall = {r["stage"]: r["count"] for r in review_numbers.funnel()}
     assert overall["seeds"] == 5  # the imported task is not a seed
     assert TaskFilter.from_query("stage=nonsense").errors == ["stage: unknown funnel stage 'nonsense'"]
 
@@ -488,7 +488,7 @@ def test_reasons_and_throughput_count_what_their_links_open(run, users):
     d = make_task(run, name="d")  # rejected for a reason, then approved: that reason is no longer in force
     review.decide(d, user=users["reviewer"], verdict="reject", reason="flaky")
     review.decide(d, user=users["reviewer"], verdict="approve", reason="other", comment="fine after all")
-    rows = {r["reason"]: r for r in review.reasons(run)}
+    rows = {r["reason"]: r for r in review_numbers.reasons(run)}
     assert [cell["count"] for cell in rows["flaky"]["cells"]] == [1, 1, 0] and rows["flaky"]["total"] == 2
     assert rows["unsafe"]["total"] == 0  # undone
     assert [cell["count"] for cell in rows["other"]["cells"]] == [0, 0, 1]
@@ -496,7 +496,7 @@ def test_reasons_and_throughput_count_what_their_links_open(run, users):
         for cell in row["cells"]:
             assert TaskFilter.from_query(cell["query"]).queryset().count() == cell["count"]
         assert TaskFilter.from_query(row["query"]).queryset().count() == row["total"]
-    data = review.throughput(run)
+    data = review_numbers.throughput(run)
     table = {r["reviewer"]: r for r in data["table"]}
     assert table["reviewer-user"]["total"] == 4 and table["admin-user"]["total"] == 1  # the undo is not work
     assert data["series"]["reviewer-user"][-1] == 4 and len(data["days"]) == 30
@@ -595,7 +595,7 @@ def test_the_queue_page_takes_the_next_task_and_deciding_moves_on_and_releases_t
     page = client.get(response["Location"]).content.decode()
     assert "1 of 2" in page and 'id="queue-next"' in page and "You are reviewing this task" in page
     assert "Resume task" in client.get("/tasks/queue/").content.decode()
-    queue = review.DEFAULT_QUEUE
+    queue = review_queue.DEFAULT_QUEUE
     response = client.post(f"/tasks/{b.pk}/decide/", {"verdict": "approve", "queue": queue})
     assert response["Location"].startswith(f"/tasks/{a.pk}/review/?queue=")
     assert not ReviewLock.objects.filter(task=b).exists() and ReviewLock.objects.get(task=a).holder == users["reviewer"]
@@ -607,14 +607,14 @@ def test_the_queue_page_takes_the_next_task_and_deciding_moves_on_and_releases_t
 
 def test_another_reviewer_sees_who_holds_the_lock_and_gets_another_task(run, client_as, users):
     a, b = make_task(run, name="Locked A"), make_task(run, name="Free B")
-    review.take_lock(b.pk, users["admin"])
+    review_queue.take_lock(b.pk, users["admin"])
     client = client_as("reviewer")
     assert "admin-user</b> is reviewing this task" in client.get(f"/tasks/{b.pk}/review/").content.decode()
-    response = client.post("/tasks/queue/next/", {"queue": review.DEFAULT_QUEUE})
+    response = client.post("/tasks/queue/next/", {"queue": review_queue.DEFAULT_QUEUE})
     assert response["Location"].startswith(f"/tasks/{a.pk}/review/")
-    response = client.post("/tasks/queue/next/", {"queue": review.DEFAULT_QUEUE, "current": str(a.pk)}, follow=True)
+    response = client.post("/tasks/queue/next/", {"queue": review_queue.DEFAULT_QUEUE, "current": str(a.pk)}, follow=True)
     assert "No next task in this queue" in response.content.decode()
-    client.post(f"/tasks/{a.pk}/release/", {"queue": review.DEFAULT_QUEUE})
+    client.post(f"/tasks/{a.pk}/release/", {"queue": review_queue.DEFAULT_QUEUE})
     assert not ReviewLock.objects.filter(task=a).exists()
 
 
@@ -700,7 +700,7 @@ def test_the_overview_shows_the_funnel_per_run_reasons_and_throughput(run, clien
     assert "1 decision in the last 30 days" in throughput
     other_run = client.get(f"/tasks/overview/?part=throughput&run={other.pk}").content.decode()
     assert "Nobody decided anything" in other_run
-    funnel = {r["stage"]: r["count"] for r in review.funnel(run)}
+    funnel = {r["stage"]: r["count"] for r in review_numbers.funnel(run)}
     assert funnel["final_validated"] == 2 and funnel["reviewed"] == 1 and funnel["approved"] == 0
     summary_card = client.get("/tasks/overview/?part=summary", HTTP_HX_REQUEST="true").content.decode()
     assert 'id="summary-approved">0<' in summary_card and "reviewed" in summary_card

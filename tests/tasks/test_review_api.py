@@ -3,7 +3,7 @@ test client with tokens (and once with a session, for CSRF)."""
 import pytest
 from django.test import Client
 
-from tasks import review
+from tasks import review, review_queue
 from tasks.models import AuditEvent, Decision, ReviewLock, ReviewState, Task, TaskStatus
 from tests.tasks.test_review import XSS, make_run, make_task
 
@@ -126,7 +126,7 @@ def test_the_queue_api_hands_out_locked_tasks_one_reviewer_each(run, users, as_r
     assert as_role("reviewer").get("/api/queue/next").status_code == 405  # taking a lock is never a GET
     got = as_role("reviewer").post("/api/queue/next").json()
     assert got["task_id"] == second.pk and got["position"] == 1 and got["total"] == 2
-    assert got["queue"] == review.DEFAULT_QUEUE and got["content_hash"] == second.current_version.content_hash
+    assert got["queue"] == review_queue.DEFAULT_QUEUE and got["content_hash"] == second.current_version.content_hash
     other = as_role("admin").post("/api/queue/next").json()
     assert other["task_id"] == first.pk
     assert as_role("reviewer").post("/api/queue/next", {"after": second.pk}).status_code == 204  # the only other is locked
