@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import dashboard  # noqa: E402
+from bench.machine import cpu_model  # noqa: E402
 
 GOAL_P95_MS = 300
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/facet_bench_analytics"
@@ -265,7 +266,7 @@ def main(argv=None) -> int:
     uncached = run(0, 5)
     cached = run(120, 5)
     result = {
-        "machine": {"cpu": dashboard.cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                     "database": "postgresql", "load_average_before": load_before},
         "data": {**counts, "generator": "bench/dashboard.py seed (seed 11) + bench/analytics.py rollouts (seed 23)"},
         "server": {"gunicorn_workers": args.workers, "threads": args.threads, "debug": False},

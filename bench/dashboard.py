@@ -44,21 +44,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.machine import cpu_model  # noqa: E402
+
 GOAL_P95_MS = 200
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/facet_bench_dashboard"
 N_SKILLS, N_TASKS, N_TRIALS, N_EVENTS, N_RUNS = 71_341, 10_000, 50_000, 100_000, 20
 WORDS = ("orders ledger customers invoices sensor readings backup archive report schedule audit csv json yaml "
          "sqlite logs metrics deploy release changelog markdown pdf slides budget inventory shipments").split()
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def ensure_database(url: str) -> None:

@@ -31,6 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.machine import cpu_model  # noqa: E402
+
 WORDS = ["orders", "invoices", "sensors", "logs", "users", "metrics", "events", "payments", "builds", "tickets"]
 TOOLS = ["python3", "jq", "awk", "sqlite3", "csvkit", "sed"]
 
@@ -90,7 +92,7 @@ def populate(n: int, seed: int) -> dict:
     from facet_site.lib import harbor
     from scenarios.models import CandidatePair, PairSkill, Scenario, SynthesisRun
     from skills.models import Category, Skill
-    from tasks import versions
+    from tasks import versions as task_versions
     from tasks.models import (
         Decision, LabelKind, RolloutBatch, Step, Task, TaskLabel, TaskStatus, TaskVersion, TestResult, Trajectory,
         TrajectoryStatus, Trial, Turn, Validation, ValidationStatus,
@@ -120,7 +122,7 @@ def populate(n: int, seed: int) -> dict:
     versions = []
     for i, (task, two) in enumerate(zip(tasks, chosen)):
         files = task_files(i, rng, [s.category.slug for s in two], [s.key for s in two])
-        digest = harbor.content_hash(versions.bundle_of(task.name, files))
+        digest = harbor.content_hash(task_versions.bundle_of(task.name, files))
         versions.append(TaskVersion(task=task, number=1, content_hash=digest, files=files))
     versions = TaskVersion.objects.bulk_create(versions, batch_size=500)
     for task, version in zip(tasks, versions):
@@ -167,16 +169,6 @@ def populate(n: int, seed: int) -> dict:
             "turns": len(turns), "populate_seconds": round(time.perf_counter() - started, 1)}
 
 
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=6000)
@@ -211,7 +203,7 @@ def main() -> None:
               f"{result.summary['sft_trajectories']} SFT", flush=True)
     best = min(r["seconds"] for r in runs)
     out = {
-        "machine": {"cpu": _cpu(), "cores": os.cpu_count(),
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
                     "python": platform.python_version(), "database": database,
                     "load_average_1m_at_end": round(os.getloadavg()[0], 2)},
         "data": {**data, "generator": f"bench/export.py (seed {args.seed})", "synthetic": True},

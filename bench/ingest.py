@@ -29,6 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from bench.machine import cpu_model  # noqa: E402
+
 from embedding_compare import compare, synthetic_descriptions  # noqa: E402
 
 TOOLS = ["jq", "python3", "sqlite3", "git", "curl", "awk", "sed", "ffmpeg", "convert", "pandoc", "csvkit", "yq"]
@@ -78,16 +80,6 @@ def write_corpus(root: Path, n: int, seed: int = 7) -> list[str]:
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main(argv=None) -> int:

@@ -55,6 +55,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.machine import cpu_model  # noqa: E402
+
 from facet_site.lib import docker_engine as de  # noqa: E402
 from facet_site.lib import validation as v  # noqa: E402
 
@@ -498,16 +500,6 @@ def instrument(profile: Profile) -> None:
 
 def docker_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def stats(values: list[float]) -> dict:

@@ -38,7 +38,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.validation import cpu_model, stats, write_tasks  # noqa: E402
+from bench.machine import cpu_model  # noqa: E402
+from bench.validation import stats, write_tasks  # noqa: E402
 from facet_site.lib import docker_engine as de  # noqa: E402
 from facet_site.lib import validation as v  # noqa: E402
 
