@@ -138,6 +138,9 @@ def dimensions(user: str) -> dict:
         "io_tools": "Inputs /app/data/input.csv; output /app/out/report.md; tools bash, python3, jq.",
         "integrated_scenario": f"## Scenario\n\nThe team uses {joined} in sequence: the first step prepares the data, "
                                "the last writes **/app/out/report.md**.",
+        # three skills chain more dependent steps than two; the v2 prompt asks for the label and a reason
+        "difficulty": "hard" if len(names) >= 3 else "medium",
+        "difficulty_rationale": f"{len(names)} dependent steps, with distractor rows in the input.",
     }
 
 
@@ -262,12 +265,22 @@ def task_instruction(user: str) -> dict:
                            "row per customer (sorted by customer id), then write `done` to `/app/out/status.txt`."}
 
 
+# The partial solutions the solution stage returns beside GOOD_SOLVE: each leaves one stated
+# requirement undone (the cancelled orders counted; the status file never written).
+GOOD_PARTIALS = [
+    {"name": "counts-cancelled-orders", "stops_before": "Total the **paid** orders",
+     "solve_sh": GOOD_SOLVE.replace('    if r["status"] == "paid":\n        totals', '    totals')},
+    {"name": "stops-before-status", "stops_before": "then write `done` to `/app/out/status.txt`",
+     "solve_sh": GOOD_SOLVE.replace("echo done > out/status.txt\n", "")},
+]
+
+
 def task_solution(user: str) -> dict:
     if demo := demo_tasks.find(user):
         return demo_tasks.solution(demo, user)
     if _case(user) == "solution-fail" and "Repair the solution" not in user:
         return {"solve_sh": "#!/bin/bash\nset -euo pipefail\ncd /app\npython3 -c 'import facet_module_that_does_not_exist'\n"}
-    return {"solve_sh": GOOD_SOLVE}
+    return {"solve_sh": GOOD_SOLVE, "partial_solutions": GOOD_PARTIALS}
 
 
 def task_verifier(user: str) -> dict:
@@ -291,10 +304,73 @@ def task_joint(user: str) -> dict:
     return {**task_instruction(user), **task_solution(user), **task_verifier(user)}
 
 
+def _tests_at_fault(user: str) -> list[str]:
+    """The test names the repair prompts' evidence lists under "### Tests that ..." (tasks/repair_evidence.py)."""
+    m = re.search(r"^### Tests that .*?\n((?:- .*\n(?:  .*\n)*)+)", user, re.M)
+    return re.findall(r"^- (\S+) \[\w+\]$", m.group(1), re.M) if m else []
+
+
+def _evidence_cites(user: str) -> str:
+    tests = _tests_at_fault(user)
+    return f"{tests[0]} fails" if tests else "the validation failed"
+
+
 def task_router(user: str) -> dict:
     if demo := demo_tasks.find(user):
-        return demo_tasks.router(demo, user)
-    return {"artifact": "verifier", "reason": "the reference solution exits 0 and writes the requested files; the tests expect other values"}
+        answer = demo_tasks.router(demo, user)
+        return {**answer, "reason": f"{answer['reason']} ({_evidence_cites(user)})"}
+    code = re.search(r"solve\.sh exit code (-?\d+)", user)
+    if code and code.group(1) != "0":
+        return {"artifact": "solution", "reason": f"solve.sh exited {code.group(1)}: the reference solution is at fault"}
+    return {"artifact": "verifier", "reason": "the reference solution exits 0 and writes the requested files; the tests "
+                                              f"expect other values ({_evidence_cites(user)})"}
+
+
+# The repair answers: the construction answer for the artifact (canned), with a diagnosis that
+# quotes the evidence the prompt gave (the first test at fault, or the last line of solve.sh's output).
+
+def _output_tail_line(user: str) -> str:
+    m = re.search(r"^### Output of solve\.sh .*?\n```\n(.*?)\n```", user, re.M | re.S)
+    lines = [line for line in (m.group(1).splitlines() if m else []) if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def task_solution_repair(user: str) -> dict:
+    cause = _output_tail_line(user) or _evidence_cites(user)
+    return {**task_solution(user), "diagnosis": f"solve.sh failed: {cause}. Rewrote the failing step."}
+
+
+def task_verifier_repair(user: str) -> dict:
+    tests = _tests_at_fault(user)
+    changes = [{"test": tests[0].rsplit("::", 1)[-1], "change": "corrected",
+                "justification": "the expected value contradicted what the instruction's inputs produce"}] if tests else []
+    if re.search(r"^Failure type: (nop|partial)_unexpected_pass$", user, re.M):
+        changes = [{"test": "test_report_totals_paid_orders_per_customer", "change": "added",
+                    "justification": "the instruction asks for the totals; the old tests only checked the inputs"}]
+    return {**task_verifier(user), "blame": "verifier", "diagnosis": f"{_evidence_cites(user)}.",
+            "assertion_changes": changes}
+
+
+def task_instruction_repair(user: str) -> dict:
+    return {**task_instruction(user), "diagnosis": f"{_evidence_cites(user)}: the instruction now states the checked detail."}
+
+
+# --- skill categories (stage classify_category, skills/prompts/classify_category.v1.md) ----------
+
+
+def skill_category(user: str) -> dict:
+    """One of the two categories the classifier guessed (the prompt lists them, most likely first):
+    its first guess when it was fairly sure, otherwise the runner-up for about half the skills, so a
+    run's stage both confirms and changes categories. The confidence varies by skill name, so some
+    answers land in the Taxonomy page's low-confidence queue."""
+    guess = re.search(r"most likely first: ([a-z0-9-]+) \(([0-9.]+)\), ([a-z0-9-]+) \(([0-9.]+)\)", user)
+    name = (re.search(r"^Name: (.*)$", user, re.M) or [None, "the skill"])[1]
+    if guess is None:
+        raise ValueError("no classifier guess in the prompt")
+    first, first_confidence, runner_up = guess[1], float(guess[2]), guess[3]
+    pick = runner_up if first_confidence < 0.5 and _h(name, 2) else first
+    return {"category": pick, "confidence": round(0.3 + _h(name, 65) / 100, 2),
+            "reason": f"{name} reads as {pick.replace('-', ' ')}"}
 
 
 # --- rollouts (stage rollout.turn) --------------------------------------------------------------
@@ -350,7 +426,8 @@ RESPONDERS = {
     "DimensionsOut": dimensions, "ReferencesOut": references, "ConsistencyOut": consistency,
     "ManifestOut": task_manifest, "MaterializationOut": task_materialize, "EnvironmentRepairOut": task_environment_repair,
     "InstructionOut": task_instruction, "SolutionOut": task_solution, "VerifierOut": task_verifier,
-    "ArtifactsOut": task_joint, "RouterOut": task_router,
+    "ArtifactsOut": task_joint, "RouterOut": task_router, "SolutionRepairOut": task_solution_repair,
+    "VerifierRepairOut": task_verifier_repair, "InstructionRepairOut": task_instruction_repair, "LLMCategory": skill_category,
 }
 # Responders that need the whole conversation (the turns so far), not just the user text.
 CONVERSATION_RESPONDERS = {"TurnAnswer": rollout_turn}

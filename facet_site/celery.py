@@ -66,3 +66,13 @@ def remove_leftover_files(**kwargs):
         return
     if removed:
         logging.getLogger(__name__).warning("removed %d leftover ingest areas and upload files", len(removed))
+
+
+@worker_ready.connect
+def close_startup_connections(**kwargs):
+    """The handlers above query the database from the worker's main thread, which runs no job
+    afterwards: its connection would stay open for the worker's life, and in an llm worker hold one
+    of the few its threads share (FACET_LLM_DB_CONNECTIONS). Connected last, so it runs after them."""
+    from django.db import connections
+
+    connections.close_all()

@@ -1,18 +1,22 @@
-"""Leases on job records: the one pattern every long job (ingest batch, export, import, validation)
-uses to be found again when its worker dies (docs/operations.md).
+"""Leases on job records: the one pattern every long job uses to be found again when its worker
+dies (docs/operations.md). Ingest batches, exports, imports and validations carry `heartbeat_at`;
+synthesis work items and construction tasks renew their `claimed_at`; rollout trajectories stamp
+`heartbeat_at` beside the `claimed_at` their writes check.
 
-A job takes its row with a conditional UPDATE (queued -> running, or running whose lease ran out),
-stamping `heartbeat_at`; while it works, a thread in the worker stamps `heartbeat_at` again every
-FACET_JOB_HEARTBEAT_S. A running row whose heartbeat is older than FACET_JOB_LEASE_S lost its
-worker (a killed pool process, a killed worker, a lost broker message): the periodic
-`resume_stalled` job (facet_site/recovery.py) puts it back to queued and queues its job again.
-Queued rows nobody took within a lease (a message lost with a filesystem-broker worker) are
-queued again too. Every step is a conditional UPDATE, so two beats or a redelivered message
-never run a job twice at the same time.
+A job takes its row with a conditional UPDATE (queued -> running, or running whose lease ran out);
+while it works, the row is stamped again every FACET_JOB_HEARTBEAT_S by this process's lease
+keeper (one thread per worker process, one UPDATE per kind of row per beat, no database
+connection held between beats, so an LLM worker's 64 threads cost no extra connections). A
+running row whose stamp is older than FACET_JOB_LEASE_S lost its worker (a killed pool process, a
+killed worker, a lost broker message): the periodic `resume_stalled` job (facet_site/recovery.py)
+puts it back and queues its job again. Queued rows nobody took within a lease (a message lost
+with a filesystem-broker worker) are queued again too. Every step is a conditional UPDATE, so two
+beats or a redelivered message never run a job twice at the same time.
 """
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from contextlib import contextmanager
 from datetime import timedelta
@@ -96,27 +100,79 @@ def wait_out(job, model, pk: int, *, running: str) -> None:
         raise job.retry(countdown=wait)
 
 
-@contextmanager
-def heartbeat(model, pk: int, *, running: str):
-    """While the block runs, a thread stamps the row's heartbeat (only while it is still running).
-    The thread has its own database connection, closed when the block ends."""
-    stop = threading.Event()
-    every = settings.FACET_JOB_HEARTBEAT_S
+def expired(field: str = "heartbeat_at") -> Q:
+    """A lease stamp (`field`) older than a lease: its worker died."""
+    return Q(**{f"{field}__lt": cutoff()})
 
-    def beat():
-        try:
-            while not stop.wait(every):
+
+class _Keeper:
+    """The thread that renews every lease this process holds. Leases are grouped by (model, the
+    field stamped, the filter that says the row is still held), so a beat is one UPDATE per group
+    however many jobs run; the database connection is closed after each beat."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.held: dict[tuple, dict[int, int]] = {}  # group -> pk -> holders in this process
+        self.pid = None
+        self.thread: threading.Thread | None = None
+        self.every: float | None = None  # the interval the thread is waiting out
+
+    def hold(self, group: tuple, pk: int) -> None:
+        with self.lock:
+            if self.pid != os.getpid():  # a forked pool process: the parent's thread is not here
+                self.held, self.pid, self.thread = {}, os.getpid(), None
+            pks = self.held.setdefault(group, {})
+            pks[pk] = pks.get(pk, 0) + 1
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="facet-leases", daemon=True)
+                self.thread.start()
+        if self.every is not None and self.every != settings.FACET_JOB_HEARTBEAT_S:
+            self.wake.set()  # the interval changed (tests): wait the new one instead
+
+    def release(self, group: tuple, pk: int) -> None:
+        with self.lock:
+            pks = self.held.get(group, {})
+            if pks.get(pk, 0) > 1:
+                pks[pk] -= 1
+            else:
+                pks.pop(pk, None)
+
+    def _run(self) -> None:
+        while True:
+            self.every = settings.FACET_JOB_HEARTBEAT_S
+            if self.wake.wait(self.every):
+                self.wake.clear()
+                continue
+            with self.lock:
+                groups = [(g, list(pks)) for g, pks in self.held.items() if pks]
+            if not groups:
+                continue
+            now = timezone.now()
+            for (model, field, still), pks in groups:
                 try:
-                    model.objects.filter(pk=pk, status=running).update(heartbeat_at=timezone.now())
+                    model.objects.filter(pk__in=pks, **dict(still)).update(**{field: now})
                 except Exception:  # a database hiccup: the next beat tries again
-                    log.warning("could not stamp the heartbeat of %s %s", model.__name__, pk, exc_info=True)
-        finally:
-            connection.close()
+                    log.warning("could not renew the leases of %s %s", model.__name__, pks, exc_info=True)
+            try:
+                connection.close()
+            except Exception:
+                log.warning("could not close the lease keeper's connection", exc_info=True)
 
-    thread = threading.Thread(target=beat, name=f"lease-{model.__name__}-{pk}", daemon=True)
-    thread.start()
+
+_keeper = _Keeper()
+
+
+@contextmanager
+def heartbeat(model, pk: int, *, running: str | None = None, field: str = "heartbeat_at",
+              held: dict | None = None):
+    """While the block runs, this process's lease keeper stamps the row's `field` every
+    FACET_JOB_HEARTBEAT_S, as long as the row is still held: `held` (filter arguments, e.g.
+    {"claimed_at__isnull": False}) or, by default, its status is `running`."""
+    still = tuple(sorted((held if held is not None else {"status": running}).items()))
+    group = (model, field, still)
+    _keeper.hold(group, pk)
     try:
         yield
     finally:
-        stop.set()
-        thread.join(timeout=every + 10)
+        _keeper.release(group, pk)

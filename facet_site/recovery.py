@@ -14,30 +14,57 @@ from django.db import transaction
 log = logging.getLogger(__name__)
 
 
+def _llm_queue_empty() -> bool:
+    """Whether the broker holds no message on the llm queue: then a work item that says queued for
+    longer than a lease lost its message (with a filesystem-broker worker that died holding it).
+    Unknown (the broker did not answer) counts as not empty: better late than twice."""
+    from facet_site.workers import queue_depths
+
+    return queue_depths(["llm"]).get("llm") == 0
+
+
 def _synthesis_runs() -> list[int]:
-    """Running synthesis runs are advanced again: advance_run gives items whose claim went stale
-    (run config stale_after_minutes) back to the queue and queues what is due."""
+    """Each running synthesis run: items whose worker died (lease run out) back to pending, and a
+    retrieval whose worker died given up; then the run is advanced again, which hands out what is
+    pending. Returns the runs where something went back."""
     from scenarios import jobs
-    from scenarios.models import RunStatus, SynthesisRun
+    from scenarios.models import RunStatus, SynthesisRun, WorkItem
 
     ids = list(SynthesisRun.objects.filter(status=RunStatus.RUNNING).values_list("pk", flat=True))
+    lost = bool(ids) and _llm_queue_empty()
+    stages = WorkItem.__subclasses__()  # every stage's work items, a stage added later included
+    resumed = []
     for pk in ids:
+        back = sum(model.requeue_stalled(pk, lost_messages=lost) for model in stages)
+        if SynthesisRun.free_stalled_retrieval(pk) or back:
+            resumed.append(pk)
         jobs.advance_run.delay_on_commit(pk)
-    return ids
+    return resumed
 
 
 def _construction() -> list[int]:
+    """Tasks whose step's worker died are freed (with the validation it was running); then every
+    waiting task goes back to work and each run with open tasks is advanced, which queues the
+    freed tasks' steps. Returns the tasks freed."""
     from tasks import construction
+    from tasks.models import Task
 
-    construction.resume_all()  # waiting tasks back to work, each run with open tasks advanced
-    return []
+    freed = Task.free_stalled()
+    construction.resume_all()
+    return freed
 
 
 def _rollouts() -> list[int]:
-    from tasks import rollouts
+    """Trajectories whose worker died (no heartbeat for a lease) are queued again, then what
+    waited for Docker. Returns the trajectories of dead workers."""
+    from tasks import jobs, rollouts
+    from tasks.models import Trajectory
 
+    stalled = Trajectory.requeue_stalled()
+    for pk in stalled:
+        jobs.docker_rollout.delay_on_commit(pk)
     rollouts.resume()
-    return []
+    return stalled
 
 
 def _kinds():
@@ -58,7 +85,8 @@ def _kinds():
 
 def resume_stalled() -> dict[str, list[int]]:
     """Every kind of job's stale records back to the queue. Returns what each kind queued again
-    (ids; construction and rollouts queue their own and report nothing here)."""
+    (ids of batches, runs, tasks, validations, trajectories, exports, imports; for re-checks, a
+    count)."""
     queued: dict[str, list[int]] = {}
     for kind, resume in _kinds().items():
         try:

@@ -133,6 +133,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web server, worker and CLI share the file: wait for locks instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 30, "transaction_mode": "IMMEDIATE"})
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend plus a cap on the connections one process opens at once (facet_site/postgresql):
+    # 0 here (none); an llm worker sets it to FACET_LLM_DB_CONNECTIONS for its threads to share.
+    DATABASES["default"].update(ENGINE="facet_site.postgresql", CONNECTIONS_PER_PROCESS=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -258,11 +262,21 @@ FACET_LLM = LLMSettings.from_env(os.environ)
 # Named endpoints a run or rollout batch picks by "llm.endpoint" (docs/security.md): "default" is
 # FACET_LLM; FACET_LLM_ENDPOINTS (JSON) adds others. URLs, keys and cassettes stay operator-set.
 FACET_LLM_ENDPOINTS = endpoints_from_env(os.environ, FACET_LLM)
+# Keys for the endpoints admins define in the Django admin (scenarios/endpoints.py), chosen there by
+# name, never typed: FACET_LLM_KEY_<NAME>=<key> variables (name: <name> in lower case) and the files
+# of FACET_LLM_KEY_DIR (name: the file's name). Their values never reach a page, a run or the database.
+FACET_LLM_KEYS = {var[len("FACET_LLM_KEY_"):].lower(): value for var, value in os.environ.items()
+                  if var.startswith("FACET_LLM_KEY_") and var != "FACET_LLM_KEY_DIR" and value.strip()}
+FACET_LLM_KEY_DIR = os.environ.get("FACET_LLM_KEY_DIR", "").strip()
 # Scale (README "Workers, Redis and several machines"): `facet worker` serves the llm queue with
 # this many threads, i.e. calls in flight per worker process; FACET_LLM_LIMITS (JSON, by endpoint
 # base URL, lib/llm/limits.py) caps concurrent requests, requests/min and tokens/min per endpoint
 # and model, counted in Redis (FACET_LLM_LIMITS_REDIS, else a redis:// broker) for every worker.
 FACET_LLM_CONCURRENCY = env_int("FACET_LLM_CONCURRENCY", 64)
+# ... and its threads share at most this many PostgreSQL connections: a thread holds one only while it
+# reads or writes (never while its call waits), so a few serve 64 threads and max_connections is
+# budgeted per worker, not per thread.
+FACET_LLM_DB_CONNECTIONS = env_int("FACET_LLM_DB_CONNECTIONS", 16)
 from facet_site.lib.llm.limits import LimitTable  # noqa: E402
 
 FACET_LLM_LIMITS = LimitTable.parse(os.environ.get("FACET_LLM_LIMITS"))
@@ -333,11 +347,12 @@ FACET_RESUME_WAITING_S = env_float("FACET_RESUME_WAITING_S", 60.0)
 # running" when jobs wait on a queue no worker has been seen consuming for FACET_WORKER_SEEN_S.
 FACET_WORKER_HEARTBEAT_S = env_float("FACET_WORKER_HEARTBEAT_S", 10.0)
 FACET_WORKER_SEEN_S = env_float("FACET_WORKER_SEEN_S", 60.0)
-# Job leases (facet_site/leases.py, docs/operations.md): a running ingest, export, import or
-# validation stamps heartbeat_at every FACET_JOB_HEARTBEAT_S; one silent for FACET_JOB_LEASE_S
-# lost its worker, and the periodic resume_stalled job queues it again.
-FACET_JOB_HEARTBEAT_S = env_float("FACET_JOB_HEARTBEAT_S", 30.0)
-FACET_JOB_LEASE_S = env_float("FACET_JOB_LEASE_S", 300.0)
+# Job leases (facet_site/leases.py, docs/operations.md): every running job record (ingest batch,
+# synthesis item and retrieval, construction step, validation, re-check, rollout trajectory,
+# export, import) is stamped by its worker every FACET_JOB_HEARTBEAT_S; one silent for
+# FACET_JOB_LEASE_S lost its worker, and the periodic resume_stalled job queues it again.
+FACET_JOB_HEARTBEAT_S = env_float("FACET_JOB_HEARTBEAT_S", 20.0)
+FACET_JOB_LEASE_S = env_float("FACET_JOB_LEASE_S", 120.0)
 # One periodic job resumes every kind (facet_site/recovery.py): ingest batches, synthesis runs,
 # construction, validations, re-checks, rollouts, exports and imports that waited for Docker or
 # lost their worker. The per-kind jobs (tasks.jobs.resume_*) stay for running by hand.

@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import views
+from . import prompt_views, views
 from .login import ThrottledLoginView
 from .api import api
 
@@ -14,6 +14,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", views.revoke_token, name="revoke-token"),
+    path("prompts/", prompt_views.prompt_list, name="prompts"),
+    path("prompts/<str:stage>/", prompt_views.prompt_detail, name="prompt"),
     path("skills/", include("skills.urls")),
     path("", include("scenarios.urls")),  # runs/ and repository/
     path("tasks/", include("tasks.urls")),

@@ -64,8 +64,10 @@ class Heartbeat:
                      started_at=self.started_at)
             except Exception:  # a database hiccup must not kill the worker; the next beat retries
                 log.warning("could not record the worker heartbeat", exc_info=True)
+            # not held between beats: in an llm worker it would keep one of the few connections its
+            # threads share (FACET_LLM_DB_CONNECTIONS) for nothing
+            connection.close()
             self.stopped.wait(self.every_s)
-        connection.close()
 
     def stop(self) -> None:
         self.stopped.set()

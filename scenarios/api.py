@@ -1,6 +1,6 @@
-"""JSON API of synthesis: runs (start, progress, cancel), candidate scenario–skill pairs (list,
-import, export) and reconstructed scenarios. Viewers read; starting, cancelling and importing need
-a reviewer or an admin (403 otherwise)."""
+"""JSON API of synthesis: runs (start, progress, cancel, retry), candidate scenario–skill pairs
+(list, import, export) and reconstructed scenarios. Viewers read; starting, cancelling, retrying and
+importing need a reviewer or an admin (403 otherwise)."""
 from typing import Annotated
 
 from django.shortcuts import get_object_or_404
@@ -13,7 +13,7 @@ from facet_site.pagination import PageNumberPagination  # bounded page numbers
 from facet_site.lib.safe_input import MAX_INT
 from facet_site.roles import can_review
 
-from . import pairs_jsonl, selectors, services
+from . import pairs_jsonl, run_recovery, selectors, services
 from .run_config import RunConfigError
 from .forms import build_config
 from .models import Scenario, SynthesisRun
@@ -76,6 +76,19 @@ def cancel_run(request, run_id: int):
     if run.is_finished:
         raise HttpError(409, f"run {run.pk} has already finished ({run.status})")
     return _with_progress(services.cancel_run(run=run, user=request.auth))
+
+
+@runs_router.post("/{int:run_id}/retry", response=RunDetailOut,
+                  summary="Retry a finished run's failed items, or resume a stalled run (reviewers)")
+def retry_run(request, run_id: int):
+    """What the run page's Retry / Resume button does (scenarios/run_recovery.py); 409 when the run
+    has nothing to retry or resume, a repeated call included."""
+    _require_reviewer(request, "retry runs")
+    run = get_object_or_404(SynthesisRun, pk=run_id)
+    if not run_recovery.retry_run(run=run, user=request.auth).action:
+        raise HttpError(409, f"run {run.pk}: nothing to retry or resume (only a run that finished with failed "
+                             f"items, or one with no sign of life for its stale_after_minutes)")
+    return _with_progress(run)
 
 
 # --- pairs --------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from .models import CandidatePair, LLMCall, PairVerdict, RunSkill, RunStatus, Sc
 
 RECONSTRUCTION_CALLS = 8  # five modules, the dimensions, the references, the consistency check
 # tokens in + out per call until calls are stored (what the scripted prompts measure, rounded up)
-DEFAULT_TOKENS = {"hypotheses": 1800, "judge": 2500, "reconstruct": 3000}
+DEFAULT_TOKENS = {"classify_category": 4400, "hypotheses": 1800, "judge": 2500, "reconstruct": 3000}
 DEFAULT_PAIRS_PER_SKILL = 0.75
 DEFAULT_ACCEPTED_SHARE = 0.75
 
@@ -71,8 +71,13 @@ def estimate_run(cfg: dict, *, skills: int, workers: int = 1) -> dict:
 
     stages = []
     # (label, calls, items worked at once, calls one item makes one after another, token family)
-    for label, items, sequential, family in (("Hypotheses", skills, 1, "hypotheses"), ("Judge", pairs, 1, "judge"),
+    # the optional LLM classification stage: one call per skill before the hypotheses
+    classify = skills if (cfg.get("skills") or {}).get("llm_classification") else 0
+    for label, items, sequential, family in (("Categories (LLM)", classify, 1, "classify_category"),
+                                             ("Hypotheses", skills, 1, "hypotheses"), ("Judge", pairs, 1, "judge"),
                                              ("Reconstruction", accepted, RECONSTRUCTION_CALLS, "reconstruct")):
+        if family == "classify_category" and not items:
+            continue
         calls = items * sequential
         per_call = measured["tokens"].get(family) or DEFAULT_TOKENS[family]
         tokens = round(calls * per_call)

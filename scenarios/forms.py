@@ -9,6 +9,7 @@ from django import forms
 
 from skills.models import Category
 
+from . import endpoints
 from .models import Strategy
 from .run_config import DEFAULT_CONFIG, DEFAULT_CONSTRUCTION
 
@@ -64,6 +65,17 @@ def category_choices() -> list[tuple[str, str]]:
     return out
 
 
+def endpoint_choices() -> list[tuple[str, str]]:
+    """The configured endpoints by name, "default" (the FACET_LLM_* variables) first, each with the
+    models a run may pick there: names only, never where the endpoint is or how it is reached."""
+    configured = endpoints.configured()  # the operator's (settings) and those admins defined
+    choices = []
+    for name in sorted(configured, key=lambda n: (n != "default", n)):
+        models = configured[name].models
+        choices.append((name, f"{name} ({', '.join(models)})" if models else name))
+    return choices
+
+
 class StartRunForm(forms.Form):
     name = forms.CharField(max_length=200)
     strategy = forms.ChoiceField(choices=Strategy.choices, initial=Strategy.FORWARD)
@@ -73,7 +85,16 @@ class StartRunForm(forms.Form):
     max_skills = forms.IntegerField(required=False)
     max_pairs = forms.IntegerField(required=False)
     max_tokens = forms.IntegerField(required=False)
+    # choices: the configured endpoints' names (scenarios/endpoints.py), "default" first; never a URL or key
+    endpoint = forms.ChoiceField(
+        required=False, label="LLM endpoint", error_messages={"invalid_choice": "endpoint: no endpoint named “%(value)s” "
+                                                              "is configured; choose one of the list"},
+        help_text="A model endpoint the operator or an admin configured. Its address and key stay on the server.")
     model = forms.CharField(max_length=200, required=False)
+    llm_classification = forms.BooleanField(
+        required=False, initial=False, label="Classify skills with the LLM first",
+        help_text="One call per skill before the hypotheses: the model picks each skill's category, with the "
+                  "trained classifier's answer as a hint. A reviewer's override is kept.")
     # Task construction (stage 3); the strategy above orders its artifacts.
     auto_construct = forms.BooleanField(
         required=False, initial=True, label="Construct tasks",
@@ -92,6 +113,7 @@ class StartRunForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["categories"].choices = category_choices()
+        self.fields["endpoint"].choices = endpoint_choices()
         defaults = DEFAULT_CONFIG
         for section, name in (("skills", "max_skills"), ("limits", "max_pairs"), ("limits", "max_tokens")):
             self.fields[name].initial = (defaults.get(section) or {}).get(name)
@@ -111,9 +133,10 @@ class StartRunForm(forms.Form):
             construction["timeouts"] = timeouts
         return build_config({
             "strategy": d["strategy"],
-            "skills": {"categories": list(d["categories"]), "max_skills": d["max_skills"]},
+            "skills": {"categories": list(d["categories"]), "max_skills": d["max_skills"],
+                       "llm_classification": bool(d["llm_classification"])},
             "limits": {"max_pairs": d["max_pairs"], "max_tokens": d["max_tokens"]},
-            "llm": {"model": d["model"] or None},
+            "llm": {"endpoint": d["endpoint"] or None, "model": d["model"] or None},
             "construction": construction,
         })
 

@@ -9,6 +9,7 @@ from django.db import IntegrityError
 
 from facet_site.lib.llm import CallRecord, LLMClient, LLMConfigError, LLMSettings, load_prompt
 
+from . import endpoints
 from .models import LLMCacheEntry, LLMCall, SynthesisRun
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
@@ -60,8 +61,8 @@ def llm_settings(given: dict | None = None) -> LLMSettings:
     name = given.pop("endpoint", "") or "default"
     if name == "default":  # FACET_LLM itself, the FACET_LLM_* variables
         base = settings.FACET_LLM
-    elif name in settings.FACET_LLM_ENDPOINTS:
-        base = settings.FACET_LLM_ENDPOINTS[name].settings
+    elif (endpoint := endpoints.find(name)) is not None:  # the operator's, or one an admin defined
+        base = endpoint.settings
     else:  # the operator removed it since the run was started
         raise LLMConfigError(f"llm.endpoint: no endpoint named {name!r} is configured")
     overrides = {CONFIG_NAMES.get(key, key): value for key, value in given.items()

@@ -8,6 +8,9 @@ import numpy as np
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
+
+from facet_site import leases
 
 
 class RunStatus(models.TextChoices):
@@ -19,6 +22,8 @@ class RunStatus(models.TextChoices):
 
 
 class Stage(models.TextChoices):
+    # optional, when the run's config enables skills.llm_classification (scenarios/classifying.py)
+    CLASSIFICATION = "classification", "0. Skill categories (LLM)"
     HYPOTHESES = "hypotheses", "1. Scenario hypotheses"
     RETRIEVAL = "retrieval", "2. Retrieval"
     JUDGE = "judge", "3. Judge"
@@ -26,7 +31,7 @@ class Stage(models.TextChoices):
     DONE = "done", "Done"
 
 
-STAGE_ORDER = [Stage.HYPOTHESES, Stage.RETRIEVAL, Stage.JUDGE, Stage.RECONSTRUCTION, Stage.DONE]
+STAGE_ORDER = [Stage.CLASSIFICATION, Stage.HYPOTHESES, Stage.RETRIEVAL, Stage.JUDGE, Stage.RECONSTRUCTION, Stage.DONE]
 
 
 class Strategy(models.TextChoices):
@@ -50,8 +55,12 @@ class SynthesisRun(models.Model):
     config = models.JSONField(default=dict)
     message = models.TextField(blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
-    # set by the one retrieval job that took the run, so a duplicated message builds no pairs twice
+    # set by the one retrieval job that took the run, so a duplicated message builds no pairs twice;
+    # renewed by that job while it runs (its lease, facet_site/leases.py)
     retrieval_claimed_at = models.DateTimeField(null=True, blank=True)
+    # set when a user retried or resumed the run (scenarios/run_recovery.py): a second click within
+    # the run's stale window finds it fresh and does nothing
+    resumed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -65,6 +74,39 @@ class SynthesisRun(models.Model):
 
     def limit(self, name: str, default=None):
         return (self.config.get("limits") or {}).get(name, default)
+
+    @classmethod
+    def free_stalled_retrieval(cls, run_id: int) -> bool:
+        """A retrieval whose worker died (its lease ran out) is given up, so the next advance hands
+        it out again (pairs are made in one transaction: the dead job made none or all)."""
+        return bool(cls.objects.filter(leases.expired("retrieval_claimed_at"), pk=run_id, stage=Stage.RETRIEVAL)
+                    .update(retrieval_claimed_at=None))
+
+    @classmethod
+    def mark_resumed(cls, run_id: int, *, cutoff) -> bool:
+        """Stamp a queued or running run that showed no sign of life since `cutoff` (no item claimed
+        or finished, not started, retrieved or resumed since): a conditional UPDATE, so of two
+        clicks on Resume one wins. The row's own columns are tested again under PostgreSQL's row
+        lock, so the loser sees the winner's `resumed_at`."""
+        recent = Q(claimed_at__gte=cutoff) | Q(finished_at__gte=cutoff)
+        live = [models.Exists(m.objects.filter(recent, run_id=models.OuterRef("pk")))
+                for m in (SkillClassification, RunSkill, CandidatePair, Scenario)]
+        quiet = (cls.objects.filter(pk=run_id, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+                 .exclude(created_at__gte=cutoff).exclude(started_at__gte=cutoff)
+                 .exclude(resumed_at__gte=cutoff).exclude(retrieval_claimed_at__gte=cutoff))
+        for exists in live:
+            quiet = quiet.exclude(exists)
+        return bool(quiet.update(resumed_at=timezone.now()))
+
+    @classmethod
+    def reopen(cls, run_id: int, *, stage: str, message: str) -> bool:
+        """A finished run (succeeded with failed items) back to running at `stage`, where its first
+        failed items are; from a stage before retrieval, retrieval is taken again. Of two clicks one wins."""
+        before_retrieval = STAGE_ORDER.index(stage) < STAGE_ORDER.index(Stage.RETRIEVAL)
+        fields = {"retrieval_claimed_at": None} if before_retrieval else {}
+        return bool(cls.objects.filter(pk=run_id, status=RunStatus.SUCCEEDED).update(
+            status=RunStatus.RUNNING, stage=stage, finished_at=None, resumed_at=timezone.now(),
+            message=message, **fields))
 
 
 class WorkStatus(models.TextChoices):
@@ -85,11 +127,25 @@ class WorkItem(models.Model):
     status = models.CharField(max_length=10, choices=WorkStatus.choices, default=WorkStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    # the item's lease (facet_site/leases.py): set when it is handed out or claimed, renewed by its
+    # worker while it runs (scenarios/jobs.py); older than FACET_JOB_LEASE_S: its worker died
     claimed_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         abstract = True
+
+    @classmethod
+    def requeue_stalled(cls, run_id: int, *, lost_messages: bool = False) -> int:
+        """Items of the run whose worker died (running, lease run out) go back to pending, for the
+        next advance to hand out again; with `lost_messages` (the caller saw the broker's queue
+        empty), queued items nobody took within a lease too. One conditional UPDATE: of two beats,
+        one moves each item. Returns how many went back."""
+        stalled = Q(status=WorkStatus.RUNNING)
+        if lost_messages:
+            stalled |= Q(status=WorkStatus.QUEUED)
+        return cls.objects.filter(stalled, leases.expired("claimed_at"), run_id=run_id).update(
+            status=WorkStatus.PENDING, error="Its worker stopped answering; queued again.")
 
 
 class RunSkill(WorkItem):
@@ -104,6 +160,34 @@ class RunSkill(WorkItem):
         indexes = [
             # advance_run's progress counts and the claim of pending items
             models.Index(fields=["run", "status"], name="runskill_status_idx"),
+        ]
+
+
+class ClassificationOutcome(models.TextChoices):
+    LLM = "llm", "The LLM's category stored"
+    FALLBACK = "fallback", "The classifier's category kept (the LLM's answer was not usable)"
+    OVERRIDE = "override", "A reviewer's override kept (no call made)"
+
+
+class SkillClassification(WorkItem):
+    """The optional LLM classification stage's work item, before the hypotheses: one run skill's
+    category from the model, stored on the skill by skills.llm_categories; what was decided and
+    why is kept here, per run."""
+
+    run = models.ForeignKey(SynthesisRun, on_delete=models.CASCADE, related_name="classifications")
+    skill = models.ForeignKey("skills.Skill", on_delete=models.PROTECT, related_name="+")
+    outcome = models.CharField(max_length=10, choices=ClassificationOutcome.choices, blank=True)
+    category = models.ForeignKey("skills.Category", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    confidence = models.FloatField(null=True, blank=True)
+    note = models.TextField(blank=True)  # why the LLM's answer was not used
+    prompt_version = models.CharField(max_length=40, blank=True)
+    llm_call = models.ForeignKey("LLMCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "skill"], name="skillclassification_unique")]
+        indexes = [
+            # advance_run's progress counts and the claim of pending items
+            models.Index(fields=["run", "status"], name="skillclass_status_idx"),
         ]
 
 
@@ -225,6 +309,14 @@ RECONSTRUCTION_MODULES = [
 ]
 
 
+class Difficulty(models.TextChoices):
+    """The intended difficulty the dimensions stage gives a scenario (the paper reports the shares)."""
+
+    EASY = "easy", "Easy"
+    MEDIUM = "medium", "Medium"
+    HARD = "hard", "Hard"
+
+
 class Scenario(WorkItem):
     """An accepted pair reconstructed through the five modules into the five dimensions, the
     integrated scenario C, the solution reference R_S and the instruction reference R_I."""
@@ -244,6 +336,9 @@ class Scenario(WorkItem):
     consistency = models.CharField(max_length=12, choices=Consistency.choices, blank=True)
     consistency_notes = models.TextField(blank=True)
     prompt_versions = models.JSONField(default=dict, blank=True)  # stage -> prompt version
+    # blank: reconstructed before the dimensions stage named a difficulty, or the model gave none
+    difficulty = models.CharField(max_length=6, choices=Difficulty.choices, blank=True)
+    difficulty_rationale = models.TextField(blank=True)  # the model's reason for that difficulty
 
     class Meta:
         ordering = ["-id"]
@@ -306,3 +401,34 @@ class LLMCacheEntry(models.Model):
     request_hash = models.CharField(max_length=64, unique=True)
     record = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
+
+
+class NamedEndpoint(models.Model):
+    """An LLM endpoint an admin defined (the Django admin), beside the operator's in settings
+    (FACET_LLM_ENDPOINTS, which win on a name both use). A run or rollout batch picks it by name
+    (scenarios/endpoints.py). Its key is chosen by name among the keys the operator set
+    (settings.FACET_LLM_KEYS, files of FACET_LLM_KEY_DIR): the key itself is never stored here."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    base_url = models.URLField(max_length=500, help_text="The OpenAI-compatible server, e.g. https://llm.internal/v1.")
+    model = models.CharField(max_length=200, help_text="The model a run gets when it names none.")
+    offered_models = models.CharField(max_length=1000, blank=True,
+                              help_text="Comma-separated models a run may choose here; empty: only the model above.")
+    key_name = models.CharField(max_length=100, blank=True,
+                                help_text="Which operator-set key to send (FACET_LLM_KEY_<NAME> or a file of "
+                                          "FACET_LLM_KEY_DIR); empty: none.")
+    max_tokens_cap = models.PositiveIntegerField(null=True, blank=True, help_text="The most tokens a run may ask for per answer.")
+    timeout_s = models.FloatField(default=120.0)
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        listed = tuple(m.strip() for m in self.offered_models.split(",") if m.strip())
+        return listed or (self.model,)

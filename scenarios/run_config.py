@@ -8,9 +8,11 @@ and not the reverse.
 """
 from __future__ import annotations
 
+from facet_site.lib.llm import LLMConfigError
 from facet_site.lib.llm.settings import LLMEndpoint
 from skills.models import Category
 
+from . import endpoints
 from .models import Strategy
 
 # The paper's budgets (stage 3): three environment repairs, five task repair rounds.
@@ -84,7 +86,9 @@ def auto_construction(run) -> bool:
 
 DEFAULT_CONFIG = {
     "strategy": Strategy.FORWARD.value,
-    "skills": {"categories": [], "source": "", "max_skills": 1000},
+    # llm_classification: the optional first stage, each skill's category from the run's model
+    # (scenarios/classifying.py, docs/skills.md); needs an endpoint or a cassette to replay
+    "skills": {"categories": [], "source": "", "max_skills": 1000, "llm_classification": False},
     "limits": {
         "max_pairs": 500,
         "max_tokens": 0,  # 0: no token budget
@@ -137,12 +141,12 @@ def _llm_values(given: dict, where: str, *, trusted: bool, allowed: tuple[str, .
         if key not in allowed and key not in LLM_OPERATOR_FIELDS:
             raise RunConfigError(f"{where}{key}: unknown setting; a run may set {', '.join(allowed)}")
     name = given.get("endpoint") or ""
-    endpoint = settings.FACET_LLM_ENDPOINTS.get(_text(name, f"{where}endpoint", max_length=100) or "default")
+    endpoint = endpoints.find(_text(name, f"{where}endpoint", max_length=100))  # the operator's or an admin's
     if endpoint is None and not name:
         endpoint = LLMEndpoint("default", settings.FACET_LLM)
     if endpoint is None:
         raise RunConfigError(f"{where}endpoint: no endpoint named {name!r}; configured: "
-                             f"{', '.join(sorted(settings.FACET_LLM_ENDPOINTS))}")
+                             f"{', '.join(sorted(endpoints.configured()))}")
     model = _text(given.get("model") or "", f"{where}model", max_length=MAX_MODEL_NAME)
     if model and endpoint.models and model not in endpoint.models and not trusted:
         raise RunConfigError(f"{where}model: endpoint {endpoint.name!r} offers {', '.join(endpoint.models)}")
@@ -211,6 +215,17 @@ LIMIT_RANGES = {"max_pairs": (1, 1_000_000), "hypotheses_per_skill": (1, 50), "k
                 "stale_after_minutes": (1, 7 * 24 * 60), "max_tokens": (0, 10**12)}
 
 
+def _llm_reachable(section: dict) -> bool:
+    """Whether the run's calls can be answered: an endpoint URL, or a cassette to replay."""
+    from .llm import llm_settings  # at call time: llm reads the operator's endpoints from settings
+
+    try:
+        chosen = llm_settings(section)
+    except LLMConfigError as exc:
+        raise RunConfigError(f"llm: {exc}") from None
+    return bool(chosen.cassette_path) if chosen.provider == "replay" else bool(chosen.base_url)
+
+
 def validate_config(config: dict | None, *, trusted: bool = False) -> dict:
     """The run's config over DEFAULT_CONFIG, checked; RunConfigError names the first bad setting.
     `trusted` (the CLI and the demo, run by the operator) may also set LLM_OPERATOR_FIELDS."""
@@ -246,6 +261,11 @@ def validate_config(config: dict | None, *, trusted: bool = False) -> dict:
     if unknown:
         raise RunConfigError(f"skills.categories: no category with slug {', '.join(sorted(unknown))}")
     check_llm_config(cfg["llm"], trusted=trusted)
+    if not isinstance(skills["llm_classification"], bool):
+        raise RunConfigError("skills.llm_classification: expected true or false")
+    if skills["llm_classification"] and not _llm_reachable(cfg["llm"]):
+        raise RunConfigError("skills.llm_classification: no LLM endpoint is configured (FACET_LLM_BASE_URL or "
+                             "FACET_LLM_ENDPOINTS) and no cassette replays one")
     try:
         check_construction_config(cfg["construction"])
     except ConstructionConfigError as exc:

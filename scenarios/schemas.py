@@ -216,6 +216,8 @@ class ScenarioOut(Schema):
     title: str
     status: str
     consistency: str
+    difficulty: str  # easy, medium, hard; blank when none was given
+    difficulty_rationale: str
     goal: str
     context: str
     capability: str

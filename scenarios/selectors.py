@@ -7,7 +7,7 @@ from django.db.models import Count, F, Q, Sum
 
 from skills.models import Category
 
-from .models import OPEN_WORK, CandidatePair, LLMCall, PairVerdict, RunSkill, Scenario, SynthesisRun
+from .models import OPEN_WORK, CandidatePair, LLMCall, PairVerdict, RunSkill, Scenario, SkillClassification, SynthesisRun
 
 UNJUDGED = "unjudged"
 VERDICT_FILTERS = [(PairVerdict.ACCEPTED, "Accepted"), (PairVerdict.REJECTED, "Rejected"), (UNJUDGED, "Not judged yet")]
@@ -28,7 +28,7 @@ def run_percentages(runs) -> dict[int, int]:
     ids = [r.pk for r in runs]
     totals = dict.fromkeys(ids, 0)
     settled = dict.fromkeys(ids, 0)
-    for model in (RunSkill, CandidatePair, Scenario):
+    for model in (SkillClassification, RunSkill, CandidatePair, Scenario):
         for run_id, status, n in model.objects.filter(run_id__in=ids).values_list("run_id", "status").annotate(n=Count("id")).order_by():
             totals[run_id] += n
             if status not in OPEN_WORK:

@@ -1,6 +1,7 @@
 """Workflows of the scenario–skill repository: starting and cancelling runs, the four stages and
 the orchestration that hands their work to the workers (a run's config: run_config.py; the pair
-JSONL: pairs_jsonl.py).
+JSONL: pairs_jsonl.py; the reconstruction stage's modules: reconstruction.py; the skills as the
+prompts quote them: prompt_inputs.py).
 
 Every stage's work item is claimed with a conditional UPDATE, processed by one service call and
 recorded; `advance_run` reads the database to decide what comes next, so a redelivered or
@@ -8,7 +9,6 @@ duplicated job is harmless and a killed worker's items are picked up again.
 """
 from __future__ import annotations
 
-import json
 import logging
 from datetime import timedelta
 from typing import Callable
@@ -37,10 +37,12 @@ from .models import (
     RunStatus,
     Scenario,
     ScenarioHypothesis,
+    SkillClassification,
     Stage,
     SynthesisRun,
     WorkStatus,
 )
+from .prompt_inputs import pair_skills_json, skill_json
 from .run_config import RunConfigError, auto_construction, validate_config
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,10 @@ def start_run(*, name: str, user=None, config: dict | None = None, enqueue: bool
     with transaction.atomic():
         run = SynthesisRun.objects.create(name=name.strip()[:200], created_by=user, config=cfg, strategy=cfg["strategy"])
         RunSkill.objects.bulk_create([RunSkill(run=run, skill_id=i) for i in skill_ids], batch_size=2000)
+        from . import classifying  # at call time: classifying imports this module
+
+        if classifying.enabled(cfg):
+            classifying.add_items(run, skill_ids)
         if enqueue:
             from . import jobs  # at call time: jobs imports this module
 
@@ -87,7 +93,7 @@ def cancel_run(*, run: SynthesisRun, user=None) -> SynthesisRun:
         status=RunStatus.CANCELLED, cancel_requested_at=now, finished_at=now,
         message=f"Cancelled by {getattr(user, 'username', None) or 'a user'}.",
     )
-    for model in (RunSkill, CandidatePair, Scenario):
+    for model in STAGE_ITEMS.values():
         model.objects.filter(run=run, status__in=[WorkStatus.PENDING, WorkStatus.QUEUED]).update(status=WorkStatus.SKIPPED)
     run.refresh_from_db()
     return run
@@ -179,15 +185,6 @@ def pair_subject(pair: CandidatePair) -> str:
 # --- stage 1: hypotheses ------------------------------------------------------------------------
 
 
-def skill_json(skill: Skill) -> str:
-    return json.dumps({
-        "id": skill.id, "name": skill.name, "description": skill.description,
-        "category": skill.category.name if skill.category else None,
-        "required_tools": skill.required_tools[:20], "inputs": skill.inputs[:10], "outputs": skill.outputs[:10],
-        "steps": skill.steps[:15],
-    }, ensure_ascii=False, indent=1)
-
-
 def extract_hypotheses(run_skill_id: int) -> str:
     def work(item: RunSkill):
         run, skill = item.run, Skill.objects.select_related("category").get(pk=item.skill_id)
@@ -274,13 +271,6 @@ def retrieve(run_id: int) -> int | None:
 # --- stage 3: judge -----------------------------------------------------------------------------
 
 
-def pair_skills_json(pair: CandidatePair) -> str:
-    skills = pair.ordered_skills()
-    if skills:
-        return "[\n" + ",\n".join(skill_json(s) for s in skills) + "\n]"
-    return json.dumps(pair.skill_summaries, ensure_ascii=False, indent=1)
-
-
 def judge_pair(pair_id: int) -> str:
     def work(pair: CandidatePair):
         run = pair.run
@@ -311,62 +301,13 @@ def judge_pair(pair_id: int) -> str:
     return _process(CandidatePair, pair_id, work)
 
 
-# --- stage 4: reconstruction ----------------------------------------------------------------------
-
-
-def _dump(model) -> str:
-    return json.dumps(model.model_dump() if hasattr(model, "model_dump") else model, ensure_ascii=False, indent=1)
-
-
-def reconstruct_scenario(scenario_id: int) -> str:
-    def work(scenario: Scenario):
-        pair = CandidatePair.objects.get(pk=scenario.pair_id)
-        run = scenario.run
-        client, recorder = llm.client_for(run)
-        subject = pair_subject(pair)
-        modules: dict[str, dict] = {}
-        versions: dict[str, str] = {}
-
-        def step(name: str, schema, **values):
-            p = llm.prompt(f"reconstruct.{name}")
-            versions[name] = p.version
-            result = llm.stage_client(client, run, f"reconstruct.{name}").complete(
-                                     stage=f"reconstruct.{name}", subject=subject, prompt_version=p.version,
-                                     messages=p.messages(**values), schema=schema)
-            modules[name] = result.parsed.model_dump()
-            return result.parsed
-
-        skills = pair_skills_json(pair)
-        analysis = step("skill_analysis", outputs.SkillAnalysisOut, scenario_text=pair.scenario_text, skills_json=skills)
-        explored = step("scenario_exploration", outputs.ScenarioExplorationOut, scenario_text=pair.scenario_text,
-                        skill_analysis_json=_dump(analysis))
-        chosen = step("association_filtering", outputs.AssociationFilteringOut, settings_json=_dump(explored))
-        chosen_setting = next((s for s in explored.settings if s.title == chosen.chosen_setting), explored.settings[0])
-        workflow = step("evolution_recovery", outputs.EvolutionRecoveryOut,
-                        chosen_json=_dump(chosen_setting), skill_analysis_json=_dump(analysis))
-        step("information_expansion", outputs.InformationExpansionOut, workflow_json=_dump(workflow))
-        dims = step("dimensions", outputs.DimensionsOut, modules_json=json.dumps(modules, ensure_ascii=False, indent=1))
-        refs = step("references", outputs.ReferencesOut, scenario_json=_dump(dims))
-        check = step("consistency", outputs.ConsistencyOut, solution_json=_dump(refs.solution_reference),
-                     instruction_json=_dump(refs.instruction_reference))
-        notes = f"Initial state: {check.shared_initial_state}\nOutcome: {check.shared_outcome}"
-        if check.issues:
-            notes += "\nIssues:\n" + "\n".join(f"- {i}" for i in check.issues)
-        Scenario.objects.filter(pk=scenario.pk).update(
-            title=dims.title[:300], modules={k: v for k, v in modules.items() if k not in ("dimensions", "references", "consistency")},
-            goal=dims.goal, context=dims.context, capability=dims.capability, state=dims.state, io_tools=dims.io_tools,
-            integrated=dims.integrated_scenario, solution_reference=refs.solution_reference.model_dump(),
-            instruction_reference=refs.instruction_reference.model_dump(),
-            consistency=Consistency.CONSISTENT if check.consistent else Consistency.INCONSISTENT,
-            consistency_notes=notes, prompt_versions=versions,
-        )
-
-    return _process(Scenario, scenario_id, work)
+# --- stage 4: reconstruction: scenarios/reconstruction.py -------------------------------------
 
 
 # --- orchestration ------------------------------------------------------------------------------
 
-STAGE_ITEMS = {Stage.HYPOTHESES: RunSkill, Stage.JUDGE: CandidatePair, Stage.RECONSTRUCTION: Scenario}
+STAGE_ITEMS = {Stage.CLASSIFICATION: SkillClassification, Stage.HYPOTHESES: RunSkill, Stage.JUDGE: CandidatePair,
+               Stage.RECONSTRUCTION: Scenario}
 
 
 def _requeue_stale(run: SynthesisRun, model):
@@ -432,7 +373,10 @@ def _hand_out(kind: str, item_id: int, *, inline: bool) -> None:
 
         jobs.job_for(kind).delay_on_commit(item_id)
         return
-    handlers = {Stage.HYPOTHESES: extract_hypotheses, Stage.JUDGE: judge_pair,
+    from .classifying import classify_skill
+    from .reconstruction import reconstruct_scenario
+
+    handlers = {Stage.CLASSIFICATION: classify_skill, Stage.HYPOTHESES: extract_hypotheses, Stage.JUDGE: judge_pair,
                 Stage.RECONSTRUCTION: reconstruct_scenario, "retrieve": retrieve}
     try:
         handlers[kind](item_id)
@@ -449,7 +393,7 @@ def _advance(run_id: int, *, inline: bool) -> SynthesisRun:
         run.refresh_from_db()
     for _ in range(len(STAGE_ORDER)):
         if _over_budget(run):
-            for model in (RunSkill, CandidatePair, Scenario):
+            for model in STAGE_ITEMS.values():
                 model.objects.filter(run=run, status__in=[WorkStatus.PENDING, WorkStatus.QUEUED]).update(status=WorkStatus.SKIPPED)
             SynthesisRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
                 status=RunStatus.SUCCEEDED, finished_at=timezone.now(),
@@ -535,7 +479,8 @@ def _counts(model, run) -> dict:
 
 def run_progress(run: SynthesisRun) -> dict:
     stages = []
-    for stage, model in ((Stage.HYPOTHESES, RunSkill), (Stage.RETRIEVAL, None), (Stage.JUDGE, CandidatePair),
+    optional = [(Stage.CLASSIFICATION, SkillClassification)] if SkillClassification.objects.filter(run=run).exists() else []
+    for stage, model in (*optional, (Stage.HYPOTHESES, RunSkill), (Stage.RETRIEVAL, None), (Stage.JUDGE, CandidatePair),
                          (Stage.RECONSTRUCTION, Scenario)):
         if model is None:
             pairs = CandidatePair.objects.filter(run=run).count()
@@ -551,9 +496,10 @@ def run_progress(run: SynthesisRun) -> dict:
         by_stage[row["stage"]] = {"calls": row["calls"], "tokens_in": row["tokens_in"] or 0,
                                   "tokens_out": row["tokens_out"] or 0, "cost_usd": round(row["cost_usd"] or 0.0, 6)}
     errors = []
-    for model, prefix in ((RunSkill, "skill"), (CandidatePair, "pair"), (Scenario, "scenario")):
+    for model, prefix in ((SkillClassification, "skill"), (RunSkill, "skill"), (CandidatePair, "pair"),
+                          (Scenario, "scenario")):
         for item in model.objects.filter(run=run, status=WorkStatus.FAILED).order_by("-finished_at")[:20]:
-            subject_id = item.skill_id if model is RunSkill else item.id
+            subject_id = item.skill_id if prefix == "skill" else item.id
             errors.append({"subject": f"{prefix}:{subject_id}", "stage": model.__name__, "error": item.error})
     return {
         "stages": stages,

@@ -1,7 +1,8 @@
 """LLM work at scale on the Django side: the one endpoint limiter of this process (shared with
 every other worker through Redis when configured), giving back the database connection while a
-call waits on the endpoint, and the live figures a run's page shows (calls in flight, calls/s,
-tokens/s, throttling, errors)."""
+call waits on the endpoint, reconstruction that starts per accepted pair instead of after the
+judge's last verdict, and the live figures a run's page shows (calls in flight, calls/s, tokens/s,
+throttling, errors)."""
 from __future__ import annotations
 
 import logging
@@ -15,7 +16,17 @@ from django.utils import timezone
 
 from facet_site.lib.llm import Limiter, MemoryStore, RedisStore
 
-from .models import LLMCall, LLMCallStatus, SynthesisRun, WorkStatus
+from .models import (
+    CandidatePair,
+    LLMCall,
+    LLMCallStatus,
+    PairVerdict,
+    RunStatus,
+    Scenario,
+    Stage,
+    SynthesisRun,
+    WorkStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +52,28 @@ def release_connection() -> None:
     Inside a transaction (tests, atomic blocks) the connection must stay."""
     if not connection.in_atomic_block:
         connection.close()
+
+
+def reconstruct_when_accepted(pair_id: int) -> int | None:
+    """Hand out an accepted pair's scenario at once, while the judge goes on with other pairs: a
+    scenario needs only its own pair's verdict, and its eight sequential calls are the run's longest
+    chain, so starting it early fills the threads the judge's last round leaves idle. The scenario
+    is made with ON CONFLICT DO NOTHING and moved pending -> queued by a conditional UPDATE, so a
+    redelivered judge job or the advance that makes the remaining scenarios (services.
+    _create_scenarios) never hands it out twice. Returns the scenario queued, if this call queued it."""
+    from . import jobs  # at call time: jobs imports services, which imports this module
+
+    pair = CandidatePair.objects.filter(pk=pair_id, verdict=PairVerdict.ACCEPTED, run__status=RunStatus.RUNNING,
+                                        run__stage__in=[Stage.JUDGE, Stage.RECONSTRUCTION]).values("run_id").first()
+    if pair is None:
+        return None
+    Scenario.objects.bulk_create([Scenario(run_id=pair["run_id"], pair_id=pair_id)], ignore_conflicts=True)
+    scenario_id = Scenario.objects.values_list("pk", flat=True).get(pair_id=pair_id)
+    if not Scenario.objects.filter(pk=scenario_id, status=WorkStatus.PENDING).update(
+            status=WorkStatus.QUEUED, claimed_at=timezone.now()):
+        return None
+    jobs.llm_reconstruct.delay_on_commit(scenario_id)
+    return scenario_id
 
 
 def live_figures(run: SynthesisRun) -> dict:

@@ -8,6 +8,7 @@ urlpatterns = [
     path("runs/", views.run_list, name="runs"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
     path("runs/<int:run_id>/cancel/", views.cancel_run, name="cancel-run"),
+    path("runs/<int:run_id>/retry/", views.retry_run, name="retry-run"),
     path("repository/", views.repository, name="repository"),
     path("repository/pairs/<int:pair_id>/", views.pair_detail, name="pair"),
     path("repository/scenarios/<int:scenario_id>/", views.scenario_detail, name="scenario"),

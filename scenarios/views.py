@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from facet_site.lib.render import render_markdown
 from facet_site.roles import can_review, require
 
-from . import pairs_jsonl, selectors, services
+from . import pairs_jsonl, run_recovery, selectors, services
 from .estimate import duration, estimate_config
 from .forms import StartRunForm, category_choices
 from .models import (
@@ -105,6 +105,7 @@ def run_detail(request, run_id: int):
         "config_json": json.dumps(run.config, indent=2, sort_keys=True),
         "pair_count": run.pairs.count(),
         "scenario_count": run.scenarios.count(),
+        "recovery": run_recovery.offer(run),
     }
     if request.htmx:
         if request.htmx.target == "calls":
@@ -125,6 +126,24 @@ def cancel_run(request, run_id: int):
     else:
         services.cancel_run(run=run, user=request.user)
         messages.success(request, f"Cancellation of run #{run.pk} requested; work in flight finishes first.")
+    return redirect("scenarios:run", run_id=run.pk)
+
+
+@require_POST
+@require(can_review)
+def retry_run(request, run_id: int):
+    """Retry a run's failed items, or resume a run that stopped moving (scenarios/run_recovery.py)."""
+    run = get_object_or_404(SynthesisRun, pk=run_id)
+    done = run_recovery.retry_run(run=run, user=request.user)
+    items = f"{done.items} item{'s' if done.items != 1 else ''}"
+    if done.action == "retried":
+        messages.success(request, f"Run #{run.pk}: {items} that failed {'are' if done.items != 1 else 'is'} queued again.")
+    elif done.action == "resumed":
+        messages.success(request, f"Run #{run.pk} is resumed: it is advanced again ({items} whose worker "
+                                  f"stopped answering queued again).")
+    else:
+        messages.info(request, f"Run #{run.pk} has nothing to retry or resume: it is moving, was cancelled, "
+                               f"or has no failed item (or it was just retried).")
     return redirect("scenarios:run", run_id=run.pk)
 
 

@@ -1,6 +1,6 @@
 """JSON API of skills: the skill list and one skill version, category overrides, the taxonomy
-with live counts, and ingesting an uploaded archive. Viewers read; overriding and ingesting need a
-reviewer or an admin (403 otherwise)."""
+with live counts, and ingesting an uploaded archive (and retrying a failed or stalled ingest).
+Viewers read; overriding, ingesting and retrying need a reviewer or an admin (403 otherwise)."""
 from django.shortcuts import get_object_or_404
 from ninja import File, Query, Router, Schema, Status
 from ninja.errors import HttpError
@@ -92,3 +92,18 @@ def ingest(request, file: File[UploadedFile]):
 @skills_router.get("/ingest/{int:batch_id}", response=IngestBatchOut, summary="Progress and summary of an ingest")
 def get_batch(request, batch_id: int):
     return get_object_or_404(IngestBatch, pk=batch_id)
+
+
+@skills_router.post("/ingest/{int:batch_id}/retry", response={202: IngestBatchOut},
+                    summary="Retry a failed ingest, or resume one whose worker stopped answering (reviewers)")
+def retry_batch(request, batch_id: int):
+    """What the batch page's Retry / Resume button does; 409 unless the batch failed or stalled
+    (a repeated call finds it queued already)."""
+    if not can_review(request.auth):
+        raise HttpError(403, "Only reviewers and admins may retry ingests.")
+    batch = get_object_or_404(IngestBatch, pk=batch_id)
+    if not services.retry_batch(batch):
+        raise HttpError(409, f"ingest {batch.pk} is {batch.status}: only a failed batch, or one whose worker "
+                             f"stopped answering, can be retried")
+    batch.refresh_from_db()
+    return Status(202, batch)

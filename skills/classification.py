@@ -1,12 +1,15 @@
 """Skill categories from sentence embeddings: a small trained classifier over labelled skills, Django-free.
 
-A skill is represented by two embeddings added together: its "name: description" (the vector
-ingest already stores for near-duplicate detection) and the head of its body, where what the
-skill actually does is spelled out. A multinomial logistic regression is trained on the
-hand-labelled skills (`labels/openclaw-categories.jsonl`), hand-written category examples
+A skill is represented by its embeddings added together: its "name: description" (the vector
+ingest already stores for near-duplicate detection), the head of its body, where what the skill
+actually does is spelled out, and the mean of the body's first three 1,000-character pieces of
+prose (so a skill whose opening is boilerplate is still read further on). A multinomial logistic
+regression is trained on the hand-labelled skills (`labels/openclaw-categories.jsonl`, their
+acceptable alternatives at a lower weight), hand-written category examples
 (`labels/category_examples.json`) and the taxonomy's own descriptions, and its probabilities are
 blended with the zero-shot similarity to the category descriptions, which keeps categories with
-few labelled skills reachable. Measured by `bench/category_accuracy.py`.
+few labelled skills reachable, then sharpened so the top one reads as a confidence. Measured by
+`bench/category_accuracy.py`.
 
 Optional LLM stage (`llm_classify`): when an endpoint is configured, a skill goes to the model
 with the taxonomy, the labelling guidelines and the embedding classifier's guess; calls go
@@ -42,10 +45,19 @@ LLM_STAGE = "classify_category"
 Embed = Callable[[list[str]], np.ndarray]
 
 # Chosen by 5-fold cross-validation on the tuning part of the labelled set only (bench notes).
-BODY_CHARS = 1000  # MiniLM reads ~256 tokens; more body text is cut off anyway
-ZERO_SHOT_WEIGHT = 0.15  # share of the blend given to similarity with category descriptions
+BODY_CHARS = 1000  # MiniLM reads ~256 tokens; more text in one piece is cut off anyway
+BODY_PIECES = 3  # pieces of body prose averaged into the body vector: up to 2 embeddings more than the head
+MIN_PIECE_CHARS = 200  # a shorter tail piece is mostly a closing line and would only add noise
+ZERO_SHOT_WEIGHT = 0.3  # share of the blend given to similarity with category descriptions
 ZERO_SHOT_TEMPERATURE = 0.05  # the same temperature ingest's zero-shot classifier uses
-L2_C = 100.0  # inverse regularisation strength, as in scikit-learn's LogisticRegression(C=...)
+L2_C = 30.0  # inverse regularisation strength, as in scikit-learn's LogisticRegression(C=...)
+# A labelled skill also trains its acceptable alternatives (`also`) at this weight: borderline
+# skills then pull toward every category a careful reader accepts, not only the first one.
+ALTERNATIVE_WEIGHT = 0.3
+# The blended probabilities are too flat to read as "how likely is this right": raising them to
+# this power and renormalising (temperature scaling) makes the confidence of the top category
+# match how often it is the label, on cross-validation of the tuning part (bench --cv).
+CONFIDENCE_SHARPNESS = 1.75
 DESCRIPTION_REPEATS = 2  # each taxonomy description counts as this many labelled examples
 
 
@@ -90,9 +102,19 @@ def name_description_text(name: str, description: str) -> str:
     return f"{name}: {description}".strip()
 
 
-def combine(name_description_vectors: np.ndarray, body_vectors: np.ndarray) -> np.ndarray:
-    """One unit vector per skill from its two embeddings, weighted equally."""
-    v = np.asarray(name_description_vectors, np.float32) + np.asarray(body_vectors, np.float32)
+def body_pieces(body: str) -> list[str]:
+    """The body's prose cut into up to BODY_PIECES pieces of BODY_CHARS; the first always, the
+    others only when they carry at least MIN_PIECE_CHARS."""
+    prose = body_head(body, BODY_CHARS * BODY_PIECES)
+    pieces = [prose[i:i + BODY_CHARS] for i in range(0, len(prose), BODY_CHARS)]
+    return pieces[:1] + [p for p in pieces[1:] if len(p) >= MIN_PIECE_CHARS]
+
+
+def combine(name_description_vectors: np.ndarray, *body_vectors: np.ndarray) -> np.ndarray:
+    """One unit vector per skill from its embeddings, each weighted equally."""
+    v = np.asarray(name_description_vectors, np.float32).copy()
+    for b in body_vectors:
+        v += np.asarray(b, np.float32)
     norms = np.linalg.norm(v, axis=1, keepdims=True)
     return v / np.where(norms == 0, 1, norms)
 
@@ -105,8 +127,20 @@ def skill_vectors(
     if name_description_vectors is None:
         name_description_vectors = embed([name_description_text(n, d) for n, d in zip(names, descriptions)])
     # An empty body would embed as noise; the skill's name stands in for it.
-    heads = [body_head(b) or n for n, b in zip(names, bodies)]
-    return combine(name_description_vectors, embed(heads))
+    pieces = [body_pieces(b) for b in bodies]
+    heads = [p[0] if p else n for n, p in zip(names, pieces)]
+    further = [(i, text) for i, p in enumerate(pieces) for text in p[1:]]
+    embedded = np.asarray(embed(heads + [t for _, t in further]), np.float32)  # one batch for the model
+    head_vectors = embedded[:len(heads)]
+    # The body vector is the mean of the head and the further pieces: the head counts twice in
+    # the sum, as the part that most often says what the skill is for.
+    body_vectors = head_vectors.copy()
+    counts = np.ones(len(pieces), np.float32)
+    for (i, _), v in zip(further, embedded[len(heads):]):
+        body_vectors[i] += v
+        counts[i] += 1
+    body_vectors /= counts[:, None]
+    return combine(name_description_vectors, head_vectors, body_vectors)
 
 
 # --- data files --------------------------------------------------------------------------------
@@ -158,14 +192,18 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 
 
 def fit_softmax_regression(
-    x: np.ndarray, y: np.ndarray, n_classes: int, *, c: float = L2_C, iterations: int = 600
+    x: np.ndarray, y: np.ndarray, n_classes: int, *, c: float = L2_C, iterations: int = 600,
+    sample_weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Multinomial logistic regression with an L2 penalty on the weights, by Nesterov-accelerated
-    gradient descent. Rows of `x` are unit vectors, which bounds the curvature and lets a fixed
-    step size converge; a few hundred examples train in well under a second."""
+    gradient descent. Rows of `x` are unit vectors and weights are at most 1, which bounds the
+    curvature and lets a fixed step size converge; a few hundred examples train in about a second."""
     n, d = x.shape
     onehot = np.zeros((n, n_classes), np.float64)
     onehot[np.arange(n), y] = 1.0
+    if sample_weight is not None:
+        onehot *= np.asarray(sample_weight, np.float64)[:, None]
+    row_weight = onehot.sum(axis=1, keepdims=True)  # a weighted row's target is w·onehot, its prediction w·softmax
     lam = 1.0 / (c * n)
     w = np.zeros((d, n_classes)); b = np.zeros(n_classes)
     w_prev, b_prev = w.copy(), b.copy()
@@ -174,7 +212,7 @@ def fit_softmax_regression(
     for t in range(1, iterations + 1):
         mom = (t - 1) / (t + 2)
         wl, bl = w + mom * (w - w_prev), b + mom * (b - b_prev)
-        grad = (_softmax(xd @ wl + bl) - onehot) / n
+        grad = (_softmax(xd @ wl + bl) * row_weight - onehot) / n
         w_prev, b_prev = w, b
         w = wl - step * (xd.T @ grad + lam * wl)
         b = bl - step * grad.sum(axis=0)
@@ -189,15 +227,19 @@ class Classifier:
     weights: np.ndarray
     bias: np.ndarray
     zero_shot_weight: float = ZERO_SHOT_WEIGHT
+    sharpness: float = CONFIDENCE_SHARPNESS
 
     @classmethod
     def train(
         cls, embed: Embed, *, vectors: np.ndarray | None = None, categories: Sequence[str] = (),
-        categories_meta: list[dict] | None = None, example_texts: dict[str, list[str]] | None = None,
-        c: float = L2_C, zero_shot_weight: float = ZERO_SHOT_WEIGHT,
+        alternatives: Sequence[Sequence[str]] = (), categories_meta: list[dict] | None = None,
+        example_texts: dict[str, list[str]] | None = None, c: float = L2_C,
+        zero_shot_weight: float = ZERO_SHOT_WEIGHT, alternative_weight: float = ALTERNATIVE_WEIGHT,
+        sharpness: float = CONFIDENCE_SHARPNESS,
     ) -> "Classifier":
-        """Train on labelled skill `vectors` (from `skill_vectors`) with their `categories`, plus
-        the taxonomy descriptions and the hand-written category examples (embedded here)."""
+        """Train on labelled skill `vectors` (from `skill_vectors`) with their `categories` (and,
+        at `alternative_weight`, their acceptable `alternatives`, one sequence per skill), plus the
+        taxonomy descriptions and the hand-written category examples (embedded here)."""
         meta = categories_meta if categories_meta is not None else taxonomy_categories()
         examples = example_texts if example_texts is not None else category_example_texts()
         slugs = [m["slug"] for m in meta]
@@ -207,21 +249,34 @@ class Classifier:
         ex_vectors = embed([t for _, t in ex_pairs]) if ex_pairs else np.zeros((0, descriptions.shape[1]), np.float32)
         parts = [descriptions] * DESCRIPTION_REPEATS + [ex_vectors]
         labels = [np.arange(len(slugs))] * DESCRIPTION_REPEATS + [np.array([index[s] for s, _ in ex_pairs], int)]
+        weights = [np.ones(len(p)) for p in parts]
         if vectors is not None and len(categories):
-            parts.append(np.asarray(vectors, np.float32))
+            vectors = np.asarray(vectors, np.float32)
+            parts.append(vectors)
             labels.append(np.array([index[s] for s in categories], int))
-        w, b = fit_softmax_regression(np.vstack(parts), np.concatenate(labels), len(slugs), c=c)
+            weights.append(np.ones(len(vectors)))
+            extra = [(i, index[s]) for i, alts in enumerate(alternatives) for s in alts if s in index]
+            if extra and alternative_weight > 0:
+                parts.append(vectors[[i for i, _ in extra]])
+                labels.append(np.array([k for _, k in extra], int))
+                weights.append(np.full(len(extra), alternative_weight))
+        w, b = fit_softmax_regression(np.vstack(parts), np.concatenate(labels), len(slugs), c=c,
+                                      sample_weight=np.concatenate(weights))
         return cls(slugs=slugs, families={m["slug"]: m["family"] for m in meta}, description_vectors=descriptions,
-                   weights=w, bias=b, zero_shot_weight=zero_shot_weight)
+                   weights=w, bias=b, zero_shot_weight=zero_shot_weight, sharpness=sharpness)
 
     def probabilities(self, vectors: np.ndarray) -> np.ndarray:
-        """(n_skills, n_categories) blended probabilities; each row sums to 1."""
+        """(n_skills, n_categories) blended, then sharpened probabilities; each row sums to 1."""
         v = np.asarray(vectors, np.float64)
         if len(v) == 0:
             return np.zeros((0, len(self.slugs)))
         trained = _softmax(v @ self.weights + self.bias)
         zero_shot = _softmax((v @ self.description_vectors.T) / ZERO_SHOT_TEMPERATURE)
-        return (1 - self.zero_shot_weight) * trained + self.zero_shot_weight * zero_shot
+        blended = (1 - self.zero_shot_weight) * trained + self.zero_shot_weight * zero_shot
+        if self.sharpness == 1.0:
+            return blended
+        sharpened = blended ** self.sharpness  # the order of categories is unchanged
+        return sharpened / sharpened.sum(axis=1, keepdims=True)
 
     def classify(self, vectors: np.ndarray) -> list[Classification]:
         probs = self.probabilities(vectors)
@@ -241,7 +296,8 @@ def train_default(embed: Embed, labelled_vectors: dict[str, np.ndarray], *, excl
     skip = set(exclude)
     rows = [r for r in load_labelled() if r.id in labelled_vectors and r.id not in skip]
     vectors = np.vstack([labelled_vectors[r.id] for r in rows]) if rows else None
-    return Classifier.train(embed, vectors=vectors, categories=[r.category for r in rows])
+    return Classifier.train(embed, vectors=vectors, categories=[r.category for r in rows],
+                            alternatives=[r.also for r in rows])
 
 
 def default_classifier(embed: Embed) -> Classifier:

@@ -46,6 +46,8 @@ class CategorySource(models.TextChoices):
     EMBEDDING = "embedding", "Embedding similarity"
     CLASSIFIER = "classifier", "Trained classifier"
     OVERRIDE = "override", "Reviewer override"
+    # the optional LLM stage of a synthesis run (scenarios/classifying.py); a later override wins
+    LLM = "llm", "LLM"
 
 
 class SafetyLevel(models.TextChoices):

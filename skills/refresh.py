@@ -1,7 +1,8 @@
 """Re-running classification and filters over the stored corpus (`facet reclassify`, `facet
 refilter`), so rule and model updates reach skills already stored, with a count per change kind.
 
-Manual decisions are kept: a reviewer's category override is never reclassified; a reviewer's
+Manual decisions are kept: a reviewer's category override is never reclassified (nor is an answer
+of a synthesis run's LLM classification stage, which a later run replaces); a reviewer's
 safety decision (cleared or rejected) stands unless the scan now finds the skill unsafe.
 Duplicate verdicts and reviewer rejections are kept; filter verdicts are replaced.
 """
@@ -40,9 +41,12 @@ def reclassify(*, dry_run: bool = False) -> Counter:
     qs = Skill.objects.current().order_by("id")
     summary["skills"] = qs.count()
     summary["kept: reviewer override"] = qs.filter(category_source=CategorySource.OVERRIDE).count()
-    todo = list(qs.exclude(category_source=CategorySource.OVERRIDE).exclude(embedding=None)
+    # an LLM stage's answer was given the classifier's as a hint already; only a new LLM run replaces it
+    summary["kept: LLM answer"] = qs.filter(category_source=CategorySource.LLM).count()
+    kept = [CategorySource.OVERRIDE, CategorySource.LLM]
+    todo = list(qs.exclude(category_source__in=kept).exclude(embedding=None)
                 .values_list("id", "name", "description", "body", "embedding", "category_id", "category_confidence"))
-    summary["skipped: no text to classify"] = qs.exclude(category_source=CategorySource.OVERRIDE).filter(embedding=None).count()
+    summary["skipped: no text to classify"] = qs.exclude(category_source__in=kept).filter(embedding=None).count()
     changed_ids = []
     for start in range(0, len(todo), BATCH):
         rows = todo[start:start + BATCH]

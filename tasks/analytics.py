@@ -479,6 +479,23 @@ def family_distribution(af: AnalyticsFilter, *, default_validated: bool = True) 
     return {"rows": rows, "total": total, "without_family": total - labelled, "statuses": tf.status}
 
 
+def difficulty_distribution(af: AnalyticsFilter, *, default_validated: bool = True) -> dict:
+    """Tasks per difficulty (TaskLabel kind=difficulty: the scenario's target, or an imported
+    task.toml's), the share the paper's Table 1 reports. Validated tasks unless the filter names a
+    status, as for the families."""
+    tf = af.tasks
+    if default_validated and not tf.status:
+        tf = dataclasses.replace(tf, status=[TaskStatus.VALIDATED])
+    tasks = tf.queryset().order_by()
+    total = tasks.count()
+    counts = dict(TaskLabel.objects.filter(kind=LabelKind.DIFFICULTY, task__in=Subquery(tasks.values("pk")))
+                  .values_list("value").annotate(n=Count("task_id", distinct=True)))
+    order = ["easy", "medium", "hard", "unknown"]
+    rows = [{"difficulty": d, "tasks": counts.get(d, 0), "share": counts.get(d, 0) / total if total else None}
+            for d in order if d in counts or d != "unknown"]
+    return {"rows": rows, "total": total, "statuses": tf.status}
+
+
 # --- overview -----------------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from skills.models import Category
 
 from . import analytics as an
 from .analytics_selection import AnalyticsFilter, rollout_choices
+from .filters import DIFFICULTY_VALUES
 from . import analytics_charts as charts
 from .models import LabelKind
 
@@ -69,7 +70,7 @@ def _page(request, template: str, af: AnalyticsFilter, page: str, context: dict,
     choices = rollout_choices()
     context.update({
         "af": af, "tf": af.tasks, "pages": PAGES, "page": page, "query": query, "choices": choices,
-        "categories": choices["categories"], "families": choices["families"],
+        "categories": choices["categories"], "families": choices["families"], "difficulties": DIFFICULTY_VALUES,
         "csv_links": [(t, f"?{af.query_string(format='csv', table=t)}") for t in tables],
     })
     return render(request, template, context)
@@ -260,11 +261,16 @@ def commands(request):
 def families(request):
     af = AnalyticsFilter.from_query(request.GET)
     data = an.family_distribution(af)
+    difficulty = an.difficulty_distribution(af)
     if _wants_csv(request):
-        return _table(request, {"families": (["family", "tasks", "share"], data["rows"])}, "families")
+        return _table(request, {"families": (["family", "tasks", "share"], data["rows"]),
+                                "difficulty": (["difficulty", "tasks", "share"], difficulty["rows"])}, "families")
     figure = charts.family_bars(data["rows"], lambda r: af.task_list_url(family=[r["family"]], status=data["statuses"]))
-    return _page(request, "tasks/analytics_families.html", af, "analytics-families", {"data": data, "figure": figure},
-                 ["families"])
+    links = [{**r, "url": af.task_list_url(difficulty=[r["difficulty"]], status=difficulty["statuses"])}
+             for r in difficulty["rows"]]
+    difficulty = {**difficulty, "rows": links}
+    return _page(request, "tasks/analytics_families.html", af, "analytics-families",
+                 {"data": data, "figure": figure, "difficulty": difficulty}, ["families", "difficulty"])
 
 
 urlpatterns = [

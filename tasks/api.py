@@ -1,6 +1,7 @@
 """JSON API of tasks: the task list, one task with everything behind it (environment builds,
-versions, validations, trials, repairs), queueing a validation, and the construction funnel.
-Viewers read; validating needs a reviewer or an admin (403 otherwise)."""
+versions, validations, trials, repairs), queueing a validation, retrying a failed or stalled
+construction, and the construction funnel. Viewers read; validating and retrying need a reviewer
+or an admin (403 otherwise)."""
 from django.shortcuts import get_object_or_404
 from ninja import Router, Status
 from ninja.errors import HttpError
@@ -10,6 +11,7 @@ from facet_site.pagination import PageNumberPagination  # bounded page numbers
 from facet_site.roles import can_review
 from scenarios.models import SynthesisRun
 
+from . import task_recovery
 from .funnel import funnel
 from .models import Task, TaskStatus
 from .schemas import FunnelRowOut, TaskDetailOut, TaskOut, ValidationOut
@@ -48,6 +50,20 @@ def validate_task(request, task_id: int):
     if task.current_version_id is None:
         raise HttpError(409, f"task {task.pk} has no version yet")
     return Status(202, request_validation(task.current_version, user=request.auth))
+
+
+@tasks_router.post("/{int:task_id}/retry", response={202: TaskOut},
+                   summary="Retry a task whose construction failed, or resume one whose worker died (reviewers)")
+def retry_task(request, task_id: int):
+    """What the task page's Retry / Resume button does; 409 when nothing failed or stalled (a
+    repeated call included)."""
+    if not can_review(request.auth):
+        raise HttpError(403, "Only reviewers and admins may retry tasks.")
+    task = get_object_or_404(Task.objects.select_related("current_version"), pk=task_id)
+    if not task_recovery.retry_construction(task=task, user=request.auth):
+        raise HttpError(409, f"task {task.pk} is {task.status}: only a constructed task that failed, or one whose "
+                             f"worker stopped answering or that waits for a Docker Engine, can be retried")
+    return Status(202, task)
 
 
 @funnel_router.get("", response=list[FunnelRowOut], summary="The task-construction funnel (Table 5), per run or overall")

@@ -17,16 +17,18 @@ import logging
 from datetime import timedelta
 from typing import Callable
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from facet_site.lib import docker_engine as de
+from facet_site.lib import validation as val
 from facet_site.lib.llm import InvalidOutput, PermanentLLMError, TransientLLMError
 from scenarios.models import Consistency, Scenario, Strategy, SynthesisRun
 from scenarios.run_config import construction_config
 
 from . import jobs, outputs, summary
 from .environments import step_build, step_environment, step_environment_repair
-from .generation import Generator, e0_summary, scenario_json
+from .generation import CONTEXT_BUDGET, TESTS_HINT, Generator, cap, difficulty_of, grounding, scenario_json
 from .models import (
     DOCKER_STEPS,
     OPEN_STATUSES,
@@ -94,42 +96,57 @@ def run_step(task_id: int, step: str | None = None) -> str:
     return step
 
 
-def _artifacts_forward(gen: Generator, spec: str, e0: str, strategy: str) -> dict[str, str]:
-    instruction = gen("instruction", "task.instruction", outputs.InstructionOut, scenario_json=spec,
-                      e0_json=e0).instruction
+def _artifacts_forward(gen: Generator, context: dict[str, str], strategy: str) -> dict:
+    """FORWARD: instruction, solution, verifier (the verifier sees the solution); REVERSE: the
+    verifier before the solution (the solution sees the verifier). Every stage sees the same
+    specification and grounding (`context`)."""
+    instruction = gen("instruction", "task.instruction", outputs.InstructionOut, **context).instruction
+    shown = cap(instruction, CONTEXT_BUDGET["instruction"], "instruction")
     if strategy == Strategy.REVERSE:
-        verifier = gen("verifier", "task.verifier", outputs.VerifierOut, scenario_json=spec, e0_json=e0,
-                       instruction=instruction, solution_section="")
-        solution = gen("solution", "task.solution", outputs.SolutionOut, scenario_json=spec, e0_json=e0,
-                       instruction=instruction, verifier_section=(
-                           "The verifier the solution must satisfy:\ntests/test_outputs.py:\n" + verifier.test_py + "\n"))
+        verifier = gen("verifier", "task.verifier", outputs.VerifierOut, **context, instruction=shown,
+                       solution_section="")
+        solution = gen("solution", "task.solution", outputs.SolutionOut, **context, instruction=shown,
+                       verifier_section=(
+                           "## The verifier the solution must satisfy\ntests/test_outputs.py:\n"
+                           + cap(verifier.test_py, CONTEXT_BUDGET["tests"], "test file") + "\n"))
     else:
-        solution = gen("solution", "task.solution", outputs.SolutionOut, scenario_json=spec, e0_json=e0,
-                       instruction=instruction, verifier_section="")
-        verifier = gen("verifier", "task.verifier", outputs.VerifierOut, scenario_json=spec, e0_json=e0,
-                       instruction=instruction, solution_section=(
-                           "The reference solution (check the state it leaves, not its commands):\n"
-                           + solution.solve_sh + "\n"))
+        solution = gen("solution", "task.solution", outputs.SolutionOut, **context, instruction=shown,
+                       verifier_section="")
+        verifier = gen("verifier", "task.verifier", outputs.VerifierOut, **context, instruction=shown,
+                       solution_section=(
+                           "## The reference solution (check the state it leaves, not its commands)\n"
+                           + cap(solution.solve_sh, CONTEXT_BUDGET["solution"], "solution") + "\n"))
     return {"instruction": instruction, "solve_sh": solution.solve_sh, "test_sh": verifier.test_sh,
-            "test_py": verifier.test_py}
+            "test_py": verifier.test_py, "partial_solutions": solution.partial_solutions}
+
+
+def artifact_context(task: Task) -> dict[str, str]:
+    """The placeholders every artifact prompt shares: the specification, the grounding in e0
+    (generation.grounding), the difficulty target and the test count it implies."""
+    env = task.environment
+    difficulty = difficulty_of(task.scenario)
+    return {"scenario_json": scenario_json(task.scenario), **grounding(env.initial_state, env.files),
+            "difficulty": difficulty, "tests_hint": TESTS_HINT[difficulty]}
 
 
 def step_artifacts(task: Task) -> None:
-    """Instruction, solution and verifier, grounded in e0, in the order the run's strategy says."""
+    """Instruction, solution and verifier, grounded in e0, in the order the run's strategy says;
+    the solution stage's partial solutions are stored beside solve.sh for validation."""
     env = task.environment
     run_cfg = construction_config(task.run)
     gen = Generator(task)
-    spec, e0 = scenario_json(task.scenario), e0_summary(env.initial_state)
+    context = artifact_context(task)
     try:
         if task.strategy == Strategy.JOINT:
-            out = gen("joint", "task.joint", outputs.ArtifactsOut, scenario_json=spec, e0_json=e0)
-            parts = out.model_dump()
+            out = gen("joint", "task.joint", outputs.ArtifactsOut, **context)
+            parts = {**out.model_dump(), "partial_solutions": out.partial_solutions}
         else:
-            parts = _artifacts_forward(gen, spec, e0, task.strategy)
+            parts = _artifacts_forward(gen, context, task.strategy)
     finally:
         gen.close()
     files = make_files(task, environment=env.files, instruction=parts["instruction"], solve_sh=parts["solve_sh"],
-                       test_sh=parts["test_sh"], test_py=parts["test_py"], run_cfg=run_cfg)
+                       test_sh=parts["test_sh"], test_py=parts["test_py"], run_cfg=run_cfg,
+                       partials=val.partial_solution_files(parts["partial_solutions"]))
     with transaction.atomic():
         version = create_version(task, files, prompt_versions=gen.versions, llm_calls=gen.calls)
         Validation.objects.create(version=version)
@@ -235,10 +252,13 @@ def resume_all() -> None:
 
 
 def _requeue_stale(run: SynthesisRun, minutes: int) -> None:
+    """The last resort behind the leases (Task.free_stalled, run by beat): claims older than the
+    run's stale_after_minutes. A validation is requeued only when its heartbeat is silent too, so
+    one that still runs after an hour is never validated twice."""
     cutoff = timezone.now() - timedelta(minutes=minutes)
     Task.objects.filter(run=run, claimed_at__lt=cutoff, status__in=OPEN_STATUSES).update(claimed_at=None)
-    Validation.objects.filter(version__task__run=run, status=ValidationStatus.RUNNING,
-                              claimed_at__lt=cutoff).update(status=ValidationStatus.QUEUED)
+    Validation.objects.filter(version__task__run=run, status=ValidationStatus.RUNNING, claimed_at__lt=cutoff).filter(
+        Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)).update(status=ValidationStatus.QUEUED)
 
 
 def _due_steps(run_id: int) -> tuple[list[tuple[int, str]], int]:

@@ -1,6 +1,7 @@
 """JSON API for datasets in and out, mounted by facet_site/api.py: create an export of a task
-filter and follow it, download its archive; upload tasks to import and follow the import.
-Everyone signed in reads and downloads; reviewers and admins create."""
+filter and follow it, download its archive; upload tasks to import and follow the import; retry
+either when it failed or stalled. Everyone signed in reads and downloads; reviewers and admins
+create and retry."""
 from datetime import datetime
 from pathlib import Path
 
@@ -82,7 +83,7 @@ class ImportOut(Schema):
 
 def _reviewer(request) -> None:
     if not can_review(request.auth):
-        raise HttpError(403, "Only reviewers and admins may create exports and imports.")
+        raise HttpError(403, "Only reviewers and admins may create or retry exports and imports.")
 
 
 @exports_router.post("", response={202: ExportOut}, summary="Export the tasks a task-list filter selects (reviewers)")
@@ -104,6 +105,22 @@ def list_exports(request):
 @exports_router.get("/{int:export_id}", response=ExportOut, summary="One export: progress, summary, checksum")
 def get_export(request, export_id: int):
     return get_object_or_404(Export.objects.select_related("created_by"), pk=export_id)
+
+
+@exports_router.post("/{int:export_id}/retry", response={202: ExportOut},
+                     summary="Retry a failed export, or resume one whose worker stopped answering (reviewers)")
+def retry_export(request, export_id: int):
+    """What the export page's Retry / Resume button does; 409 unless it failed or stalled."""
+    _reviewer(request)
+    return Status(202, _retry(get_object_or_404(Export, pk=export_id), exports.retry_export, "export"))
+
+
+def _retry(job, again, kind: str):
+    if not again(job):
+        raise HttpError(409, f"{kind} {job.pk} is {job.status}: only a failed one, or one whose worker stopped "
+                             f"answering, can be retried")
+    job.refresh_from_db()
+    return job
 
 
 @exports_router.get("/{int:export_id}/archive", summary="Download the export's .tar.gz")
@@ -136,6 +153,14 @@ def create_import(request, archive: File[UploadedFile], queue_validation: bool =
 @paginate(PageNumberPagination, page_size=50)
 def list_imports(request):
     return TaskImport.objects.select_related("created_by").order_by("-id")
+
+
+@imports_router.post("/{int:import_id}/retry", response={202: ImportOut},
+                     summary="Retry a failed import, or resume one whose worker stopped answering (reviewers)")
+def retry_import(request, import_id: int):
+    """What the import page's Retry / Resume button does; 409 unless it failed or stalled."""
+    _reviewer(request)
+    return Status(202, _retry(get_object_or_404(TaskImport, pk=import_id), imports.retry_import, "import"))
 
 
 @imports_router.get("/{int:import_id}", response=ImportOut,

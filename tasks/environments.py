@@ -15,7 +15,8 @@ from scenarios.run_config import construction_config
 
 from . import outputs
 from .apps import base_image
-from .generation import Generator, environment_files, scenario_json
+from .generation import (CONTEXT_BUDGET, E0_PREVIEWS_STORED, Generator, cap, difficulty_of, environment_files,
+                         scenario_json)
 from .models import BuildOutcome, Environment, EnvironmentBuild, EnvironmentStatus, Step, Task, TaskStatus
 from .validating import cap_log
 from .versions import TEST_SH
@@ -26,9 +27,11 @@ def step_environment(task: Task) -> None:
     gen = Generator(task)
     try:
         spec = scenario_json(task.scenario)
-        manifest = gen("manifest", "task.manifest", outputs.ManifestOut, scenario_json=spec)
-        out = gen("materialize", "task.materialize", outputs.MaterializationOut, scenario_json=spec,
-                  manifest_json=manifest.model_dump_json(indent=1), base_image=base_image())
+        common = {"scenario_json": spec, "base_image": base_image(), "difficulty": difficulty_of(task.scenario),
+                  "base_packages": ", ".join(de.BASE_PACKAGES)}
+        manifest = gen("manifest", "task.manifest", outputs.ManifestOut, **common)
+        out = gen("materialize", "task.materialize", outputs.MaterializationOut, **common,
+                  manifest_json=cap(manifest.model_dump_json(indent=1), CONTEXT_BUDGET["manifest"], "manifest"))
     finally:
         gen.close()
     files, checks = environment_files(out)
@@ -46,10 +49,12 @@ def step_environment_repair(task: Task) -> None:
     try:
         out = gen("environment_repair", "task.environment_repair", outputs.EnvironmentRepairOut,
                   subject_suffix=f"#env{env.repair_count + 1}", scenario_json=scenario_json(task.scenario),
-                  manifest_json=json.dumps(env.manifest, indent=1), files_json=json.dumps(env.files, indent=1),
+                  manifest_json=cap(json.dumps(env.manifest, indent=1), CONTEXT_BUDGET["manifest"], "manifest"),
+                  files_json=cap(json.dumps(env.files, indent=1), CONTEXT_BUDGET["environment_files"],
+                                 "build context"),
                   outcome=last.outcome if last else "unknown", reason=last.reason if last else "",
                   evidence="(a failed build: the log below is the evidence)",
-                  log=(last.log if last else "")[-6000:], base_image=base_image())
+                  log=(last.log if last else "")[-CONTEXT_BUDGET["build_log"]:], base_image=base_image())
     finally:
         gen.close()
     files, checks = environment_files(out)
@@ -153,7 +158,8 @@ def step_build(task: Task) -> None:
                                   full_log=result.log + "\n[init checks]\n" + failed_check, image_tag=result.image_tag,
                                   cached=result.cached, seconds=result.seconds)
             return _after_failed_build(task, env, build, run_cfg)
-        e0 = val.capture_initial_state(client, result.image_tag, paths=[workdir], owner=worker_owner())
+        e0 = val.capture_initial_state(client, result.image_tag, paths=[workdir], owner=worker_owner(),
+                                       max_previews=E0_PREVIEWS_STORED, tool_versions=True)
         _record_build(env, attempt, outcome=BuildOutcome.SUCCEEDED, full_log=result.log or "[cached image]\n",
                       image_tag=result.image_tag, cached=result.cached, seconds=result.seconds)
         Environment.objects.filter(pk=env.pk).update(status=EnvironmentStatus.BUILT, image_tag=result.image_tag,

@@ -70,7 +70,8 @@ def load_chunk(tasks: list[Task]) -> _Chunk:
 
     kinds = {LabelKind.TAG: "tags", LabelKind.CATEGORY: "categories", LabelKind.DOMAIN: "domains",
              LabelKind.FAMILY: "families"}
-    for task_id, kind, value in (TaskLabel.objects.filter(task_id__in=task_ids)
+    # (the difficulty label is not among them: the manifest takes difficulty from task.toml)
+    for task_id, kind, value in (TaskLabel.objects.filter(task_id__in=task_ids, kind__in=list(kinds))
                                  .order_by("task_id", "kind", "value").values_list("task_id", "kind", "value")):
         chunk.labels.setdefault(task_id, {k: [] for k in kinds.values()})[kinds[kind]].append(value)
 

@@ -52,12 +52,16 @@ COLUMNS = {
 }
 DEFAULT_COLUMNS = ["name", "status", "review", "run", "findings", "tests", "repairs", "pass", "version", "note"]
 DEFAULT_SORT = "-id"
-MULTI = ("status", "run", "strategy", "review", "reason", "category", "tag", "family", "finding", "failure")
+MULTI = ("status", "run", "strategy", "review", "reason", "category", "tag", "family", "difficulty", "finding",
+         "failure")
 _CHECK_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # the stages of tasks.funnel.FUNNEL_STAGES (a test checks the two agree, names and counts)
 FUNNEL_STAGES = ("seeds", "first_build_logs", "initial_environment_success", "environment_repair_recovery",
                  "successful_environments", "entering_validation", "first_pass_valid", "task_repair_recovery",
                  "final_validated")
+
+
+DIFFICULTY_VALUES = ("easy", "medium", "hard", "unknown")
 
 
 @dataclass
@@ -70,6 +74,7 @@ class TaskFilter:
     category: list[str] = field(default_factory=list)
     tag: list[str] = field(default_factory=list)
     family: list[str] = field(default_factory=list)
+    difficulty: list[str] = field(default_factory=list)  # easy | medium | hard | unknown (TaskLabel)
     finding: list[str] = field(default_factory=list)
     failure: list[str] = field(default_factory=list)
     origin: str = ""
@@ -122,6 +127,7 @@ class TaskFilter:
         f.review = choice("review", ReviewState.values)
         f.reason = choice("reason", RejectReason.values)
         f.category, f.tag, f.family = values("category"), values("tag"), values("family")
+        f.difficulty = choice("difficulty", DIFFICULTY_VALUES)
         f.failure = choice("failure", val.FAILURE_TYPES)
         for v in values("finding"):
             if _CHECK_ID.fullmatch(v):
@@ -207,6 +213,9 @@ class TaskFilter:
         if self.family:
             qs = qs.filter(Exists(TaskLabel.objects.filter(task=OuterRef("pk"), kind=LabelKind.FAMILY,
                                                            value__in=self.family)))
+        if self.difficulty:
+            qs = qs.filter(Exists(TaskLabel.objects.filter(task=OuterRef("pk"), kind=LabelKind.DIFFICULTY,
+                                                           value__in=self.difficulty)))
         if self.reason:
             # the reason of the decision in force: newest on the current hash, not withdrawn
             newer = Decision.objects.filter(task=OuterRef("task"), content_hash=OuterRef("content_hash"),

@@ -25,11 +25,21 @@ def advance_construction(run_id: int) -> None:
     construction.advance_construction(run_id)
 
 
+def _step_leased(task_id: int):
+    """The task's claim renewed while its step runs: when the worker dies, beat frees the task
+    within a lease (Task.free_stalled) and its step is queued again."""
+    from .models import Task
+
+    return leases.heartbeat(Task, task_id, field="claimed_at", held={"claimed_at__isnull": False})
+
+
 @shared_task(name="tasks.jobs.llm_step", autoretry_for=(TransientLLMError,), **RETRY)
 def llm_step(task_id: int, step: str | None = None) -> None:
     from . import construction
 
-    if construction.run_step(task_id, step):
+    with _step_leased(task_id):
+        done = construction.run_step(task_id, step)
+    if done:
         construction.continue_run_of(task_id)
 
 
@@ -39,7 +49,9 @@ def docker_step(task_id: int, step: str | None = None) -> None:
     # resume_waiting finds an engine again.
     from . import construction
 
-    if construction.run_step(task_id, step):
+    with _step_leased(task_id):
+        done = construction.run_step(task_id, step)
+    if done:
         construction.continue_run_of(task_id)
 
 
@@ -89,8 +101,10 @@ def run_import(self, import_id: int, validate: bool = False) -> None:
 @shared_task(name="tasks.jobs.docker_rollout", bind=True, max_retries=None)
 def docker_rollout(self, trajectory_id: int) -> None:
     from . import rollouts
+    from .models import Trajectory, TrajectoryStatus
 
-    outcome = rollouts.run_trajectory(trajectory_id)
+    with leases.heartbeat(Trajectory, trajectory_id, running=TrajectoryStatus.RUNNING):
+        outcome = rollouts.run_trajectory(trajectory_id)
     if outcome.retry_in is not None:
         # another worker holds the claim: come back when it would count as dead
         raise self.retry(countdown=min(outcome.retry_in, 6 * 3600))

@@ -211,10 +211,40 @@ class Task(models.Model):
         Task.objects.filter(pk=self.pk).update(**fields)
 
     @classmethod
+    def free_stalled(cls, task_id: int | None = None, *,
+                     message: str = "Its worker stopped answering; queued again.") -> list[int]:
+        """Tasks whose step's worker died (the claim, renewed while the step runs by tasks/jobs.py,
+        is older than a lease) are given back for the next advance to queue their step again: by
+        beat for every task, by the task page's Resume for one (`task_id`). A construction
+        validation that worker was running goes back to the queue with its task, so the step takes
+        it up again instead of validating anew; a task whose validation still beats is left alone.
+        Each is a conditional UPDATE: of two beats (or a beat and a click), one frees a task.
+        Returns the tasks freed."""
+        live = Validation.objects.filter(version__task=models.OuterRef("pk"), status=ValidationStatus.RUNNING,
+                                         heartbeat_at__gte=leases.cutoff())
+        stalled = models.Q(status__in=OPEN_STATUSES) & leases.expired("claimed_at")
+        candidates = cls.objects.filter(stalled).exclude(models.Exists(live))
+        if task_id is not None:
+            candidates = candidates.filter(pk=task_id)
+        freed = [pk for pk in candidates.values_list("pk", flat=True)
+                 if cls.objects.filter(stalled, pk=pk).update(claimed_at=None, updated_at=timezone.now(), message=message)]
+        Validation.objects.filter(version__task_id__in=freed, status=ValidationStatus.RUNNING,
+                                  recheck__isnull=True).update(status=ValidationStatus.QUEUED)
+        return freed
+
+    @classmethod
     def resume(cls, task_id: int, step: str) -> int:
         """A task that waited for Docker goes back to its step's status (a conditional UPDATE)."""
         return cls.objects.filter(pk=task_id, status=TaskStatus.WAITING_FOR_DOCKER).update(
             status=STATUS_FOR_STEP.get(step, TaskStatus.CONSTRUCTING), claimed_at=None, message="")
+
+    @classmethod
+    def retry_construction(cls, task_id: int, *, step: str, message: str) -> bool:
+        """A constructed task whose step failed goes back to that step (the task page's Retry,
+        tasks/task_recovery.py). A conditional UPDATE on its failed status: of two clicks, one wins."""
+        return bool(cls.objects.filter(pk=task_id, status=TaskStatus.FAILED, imported=False, run__isnull=False).update(
+            step=step, status=STATUS_FOR_STEP.get(step, TaskStatus.CONSTRUCTING), claimed_at=None,
+            message=message[:5000], updated_at=timezone.now()))
 
 
 class ArtifactKind(models.TextChoices):
@@ -397,6 +427,9 @@ class RepairRound(models.Model):
     outcome = models.CharField(max_length=15, choices=RepairOutcome.choices, default=RepairOutcome.PENDING)
     prompt_version = models.CharField(max_length=40, blank=True)
     llm_calls = models.JSONField(default=dict, blank=True)  # "router" and the artifact -> LLMCall id
+    # What the round's prompts were given (tasks.repair_evidence.gather), their sizes in tokens,
+    # and the repair's own diagnosis: the task page's repair timeline shows it.
+    evidence = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -409,6 +442,7 @@ class LabelKind(models.TextChoices):
     CATEGORY = "category", "Category"  # fine-grained taxonomy slug
     DOMAIN = "domain", "Top-level category"
     FAMILY = "family", "Task family"  # derived from categories by a configurable mapping
+    DIFFICULTY = "difficulty", "Difficulty"  # easy | medium | hard: the scenario's target, or task.toml's
 
 
 class TaskLabel(models.Model):
@@ -582,9 +616,19 @@ class RolloutBatch(models.Model):
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # when a user last resumed it by hand (tasks/task_recovery.py): a second click within a lease
+    # finds it stamped and queues nothing twice
+    resumed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
+
+    @classmethod
+    def mark_resumed(cls, batch_id: int) -> bool:
+        """Stamp an open batch not resumed by hand within a lease: a conditional UPDATE, so of two
+        clicks on Resume one queues the trajectories."""
+        return bool(cls.objects.filter(pk=batch_id, status__in=[RolloutBatchStatus.QUEUED, RolloutBatchStatus.RUNNING])
+                    .exclude(resumed_at__gte=leases.cutoff()).update(resumed_at=timezone.now()))
 
 
 class TrajectoryStatus(models.TextChoices):
@@ -620,7 +664,8 @@ class Trajectory(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     source_path = models.CharField(max_length=500, blank=True)  # harbor import: the trial directory
-    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)  # the claim's token: every write checks it
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # the running worker's (facet_site/leases.py)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -641,8 +686,23 @@ class Trajectory(models.Model):
         took = cls.objects.filter(pk=trajectory_id).filter(
             models.Q(status__in=CLAIMABLE_TRAJECTORY_STATUSES)
             | models.Q(status=TrajectoryStatus.RUNNING, claimed_at__lt=stale_before)).update(
-            status=TrajectoryStatus.RUNNING, claimed_at=now, message="")
+            status=TrajectoryStatus.RUNNING, claimed_at=now, heartbeat_at=now, message="")
         return now if took else None
+
+    @classmethod
+    def requeue_stalled(cls) -> list[int]:
+        """Running trajectories of open batches whose worker died (no heartbeat for a lease) go
+        back to pending, their dead holder's token cleared; returns those whose job must be queued
+        again. Each is a conditional UPDATE: of two beats, one requeues a trajectory."""
+        cutoff = leases.cutoff()
+        stalled = models.Q(status=TrajectoryStatus.RUNNING, batch__status__in=[
+            RolloutBatchStatus.QUEUED, RolloutBatchStatus.RUNNING]) & (
+            models.Q(heartbeat_at__lt=cutoff) | models.Q(heartbeat_at__isnull=True, claimed_at__lt=cutoff))
+        return [pk for pk in cls.objects.filter(stalled).values_list("pk", flat=True)
+                if cls.objects.filter(pk=pk, status=TrajectoryStatus.RUNNING).filter(
+                    models.Q(heartbeat_at__lt=cutoff) | models.Q(heartbeat_at__isnull=True, claimed_at__lt=cutoff)
+                ).update(status=TrajectoryStatus.PENDING, claimed_at=None, heartbeat_at=None,
+                         message="its worker stopped answering; queued again")]
 
     def release(self, token, status: str, message: str) -> None:
         """Give the claim back (e.g. waiting for Docker), if it is still ours."""

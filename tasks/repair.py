@@ -1,7 +1,9 @@
 """Targeted repair (a construction step): route a failed validation to the artifact at fault (by
 rule where the failure type says it, by the LLM router where it takes judgement), regenerate only
 that artifact, and queue the new version for a full re-validation. Every prompt of the repair
-receives the validation's evidence (its findings with file, line and matching content)."""
+receives the validation's evidence (tasks/repair_evidence.py: the tests at fault with their
+messages, the failing step's output tails, the trials and partials, the findings, the earlier
+rounds' diffs and outcomes) within the token budget, and the round keeps what it was given."""
 from __future__ import annotations
 
 import json
@@ -12,10 +14,10 @@ from facet_site.lib import task_defects
 from facet_site.lib import validation as val
 from scenarios.run_config import construction_config
 
-from . import outputs
+from . import outputs, repair_evidence
 from .apps import base_image
-from .generation import Generator, e0_summary, environment_files, scenario_json
-from .models import ArtifactKind, RepairRound, Step, Task, Trial, Validation, ValidationStatus
+from .generation import CONTEXT_BUDGET, Generator, cap, environment_files, grounding, prompt, scenario_json
+from .models import ArtifactKind, RepairRound, Step, Task, Validation, ValidationStatus
 from .versions import SOLVE_SH, TEST_PY, TEST_SH, create_version, make_files
 
 # The failure types whose culprit is certain; oracle_failed (the solution ran cleanly but the
@@ -34,25 +36,6 @@ RULES = {
 _STATIC_RULES = {"solution_writes_reward": ArtifactKind.SOLUTION, "answers_in_image": ArtifactKind.ENVIRONMENT,
                  "tests_use_solution": ArtifactKind.VERIFIER, "no_reward_written": ArtifactKind.VERIFIER,
                  **{check: ArtifactKind(target) for check, target in task_defects.REPAIR_TARGET.items()}}
-EVIDENCE_FINDINGS = 12
-
-
-def evidence(validation: Validation) -> str:
-    """The validation's findings as the repair prompts read them, errors first: check, where
-    (file and line) and the matching content."""
-    findings = sorted(validation.static_findings or [], key=lambda f: f.get("severity") != "error")
-    lines = []
-    for f in findings[:EVIDENCE_FINDINGS]:
-        where = f.get("file") or ""
-        if where and f.get("line"):
-            where += f":{f['line']}"
-        lines.append(f"- [{f.get('severity')}] {f.get('check')}{f' at {where}' if where else ''}: {f.get('message')}")
-        if f.get("evidence"):
-            lines.append("  " + str(f["evidence"]).replace("\n", "\n  "))
-    flaky = (validation.settings or {}).get("flaky") or []
-    for verdict in flaky:
-        lines.append(f"- flaky {verdict.get('kind')} runs: {verdict.get('reason')}")
-    return "\n".join(lines) or "(no findings)"
 
 
 def preclassify(validation: Validation) -> str | None:
@@ -78,8 +61,33 @@ def preclassify(validation: Validation) -> str | None:
     return None
 
 
-def _failing_trial(validation: Validation) -> Trial | None:
-    return validation.trials.filter(passed=False).order_by("id").first()
+class _Round:
+    """One repair round's calls: each prompt gets the same evidence and task context, fitted to the
+    token budget, and the sizes of what was sent are kept for the timeline."""
+
+    def __init__(self, task: Task, validation: Validation, files: dict[str, str], number: int, rounds: int):
+        self.suffix = f"#repair{number}"
+        self.evidence = repair_evidence.gather(validation, task=task)
+        env_files = {p.removeprefix("environment/"): t for p, t in files.items() if p.startswith("environment/")}
+        initial_state = (task.environment.initial_state if task.environment else None) or validation.initial_state
+        ground = grounding(initial_state, env_files)
+        self.values = {
+            "failure": validation.failure, "reason": validation.reason, "round": f"{number} of {rounds}",
+            "evidence": repair_evidence.render(self.evidence), "router_reason": "",
+            "scenario_json": repair_evidence.keep_head(scenario_json(task.scenario),
+                                                       repair_evidence.BUDGET["scenario"]),
+            **{k: ground[k] for k in ("workdir", "e0_inventory", "e0_previews", "tools")},
+            **repair_evidence.artifact_values(files),
+        }
+        self.values["dockerfile"] = repair_evidence.keep_head(ground["dockerfile"], repair_evidence.BUDGET["dockerfile"]
+                                                              + repair_evidence.BUDGET["test_sh"])
+        self.prompt_tokens: dict[str, int] = {}
+        self.gen = Generator(task)
+
+    def __call__(self, key: str, stage: str, schema, **extra):
+        values, size = repair_evidence.fit(prompt(stage), {**self.values, **extra})
+        self.prompt_tokens[key] = size
+        return self.gen(key, stage, schema, subject_suffix=self.suffix, **values)
 
 
 def step_repair(task: Task) -> None:
@@ -91,56 +99,64 @@ def step_repair(task: Task) -> None:
     number = task.repairs.count() + 1
     run_cfg = construction_config(task.run)
     files = dict(version.files)
-    gen = Generator(task)
-    suffix = f"#repair{number}"
-    spec, e0 = scenario_json(task.scenario), e0_summary(task.environment.initial_state if task.environment else None)
+    call = _Round(task, validation, files, number, run_cfg["max_repair_rounds"])
+    diagnosis = ""
     try:
         artifact = preclassify(validation)
         routed_by, router_reason = "rule", f"{validation.failure} is always the {artifact}'s fault" if artifact else ""
         if artifact is None:
-            trial = _failing_trial(validation)
-            tests = list(trial.tests.values("name", "outcome", "message")) if trial else []
-            routed = gen("router", "task.router", outputs.RouterOut, subject_suffix=suffix,
-                         failure=validation.failure, reason=validation.reason, preclassified="none (judge it)",
-                         evidence=evidence(validation),
-                         tests_json=json.dumps(tests[:50], indent=1),
-                         output=((trial.verifier_output if trial else "") or "")[-4000:],
-                         instruction=files.get("instruction.md", ""), solve_sh=files.get(SOLVE_SH, ""),
-                         test_py=files.get(TEST_PY, ""))
+            routed = call("router", "task.router", outputs.RouterOut)
             artifact, routed_by, router_reason = routed.artifact, "llm", routed.reason
-        common = dict(subject_suffix=suffix, failure=validation.failure, reason=validation.reason,
-                      evidence=evidence(validation),
-                      router_reason=router_reason, scenario_json=spec, e0_json=e0,
-                      files_json=json.dumps(files, indent=1, ensure_ascii=False))
+        call.values["router_reason"] = router_reason
+        if artifact == ArtifactKind.VERIFIER:
+            out = call("verifier", "task.repair.verifier", outputs.VerifierRepairOut)
+            diagnosis = out.diagnosis
+            if out.blame == "solution":
+                # The verifier's repair found the tests right: the round repairs the solution instead.
+                artifact, routed_by = ArtifactKind.SOLUTION, "verifier repair"  # fits routed_by (15)
+                router_reason = f"{router_reason} — the verifier repair found the tests right: {out.diagnosis}"
+                call.values["router_reason"] = router_reason
+            else:
+                files[TEST_SH], files[TEST_PY] = out.test_sh, out.test_py
+                call.evidence["assertion_changes"] = [c.model_dump() for c in out.assertion_changes]
         if artifact == ArtifactKind.ENVIRONMENT:
             env_files = {p.removeprefix("environment/"): t for p, t in files.items() if p.startswith("environment/")}
-            out = gen("environment", "task.environment_repair", outputs.EnvironmentRepairOut, subject_suffix=suffix,
-                      scenario_json=spec, manifest_json=json.dumps(task.environment.manifest if task.environment else {}),
-                      files_json=json.dumps(env_files, indent=1), outcome=validation.failure,
-                      reason=validation.reason, evidence=evidence(validation),
-                      log=validation.build_log[-6000:], base_image=base_image())
+            manifest = json.dumps(task.environment.manifest if task.environment else {}, indent=1)
+            out = call("environment", "task.environment_repair", outputs.EnvironmentRepairOut,
+                       manifest_json=cap(manifest, CONTEXT_BUDGET["manifest"], "manifest"),
+                       files_json=cap(json.dumps(env_files, indent=1), CONTEXT_BUDGET["environment_files"],
+                                      "build context"),
+                       outcome=validation.failure, log=validation.build_log[-CONTEXT_BUDGET["build_log"]:],
+                       base_image=base_image())
+            diagnosis = out.diagnosis
             new_env, _checks = environment_files(out)
             files = {p: t for p, t in files.items() if not p.startswith("environment/")}
             files.update({f"environment/{p}": t for p, t in new_env.items()})
         elif artifact == ArtifactKind.INSTRUCTION:
-            files["instruction.md"] = gen("instruction", "task.repair.instruction", outputs.InstructionOut,
-                                          **common).instruction
+            out = call("instruction", "task.repair.instruction", outputs.InstructionRepairOut)
+            files["instruction.md"], diagnosis = out.instruction, out.diagnosis
         elif artifact == ArtifactKind.SOLUTION:
-            files[SOLVE_SH] = gen("solution", "task.repair.solution", outputs.SolutionOut, **common).solve_sh
-        else:
-            out = gen("verifier", "task.repair.verifier", outputs.VerifierOut, **common)
-            files[TEST_SH], files[TEST_PY] = out.test_sh, out.test_py
+            out = call("solution", "task.repair.solution", outputs.SolutionRepairOut)
+            files[SOLVE_SH], diagnosis = out.solve_sh, out.diagnosis
+            if out.partial_solutions:  # the model's partials follow its new solution
+                files = {p: t for p, t in files.items() if not p.startswith(val.PARTIALS_DIR)}
+                files.update(val.partial_solution_files(out.partial_solutions))
     finally:
-        gen.close()
+        call.gen.close()
+    gen = call.gen
     env_files = {p.removeprefix("environment/"): t for p, t in files.items() if p.startswith("environment/")}
     files = make_files(task, environment=env_files, instruction=files.get("instruction.md", ""),
                        solve_sh=files.get(SOLVE_SH, ""), test_sh=files.get(TEST_SH, ""),
-                       test_py=files.get(TEST_PY, ""), run_cfg=run_cfg)
+                       test_py=files.get(TEST_PY, ""), run_cfg=run_cfg,
+                       partials={p: t for p, t in files.items() if p.startswith(val.PARTIALS_DIR)})
+    evidence = {**call.evidence, "diagnosis": diagnosis, "prompt_tokens": call.prompt_tokens,
+                "prompt_budget": repair_evidence.PROMPT_TOKENS}
     with transaction.atomic():
         repair = RepairRound.objects.create(
             task=task, number=number, artifact=artifact, routed_by=routed_by, router_reason=router_reason,
             failure=validation.failure, failure_reason=validation.reason, triggered_by=validation,
-            from_version=version, prompt_version=gen.versions.get(artifact, ""), llm_calls=gen.calls)
+            from_version=version, prompt_version=gen.versions.get(artifact, ""), llm_calls=gen.calls,
+            evidence=evidence)
         new = create_version(task, files, parent=version, repair=repair,
                              prompt_versions={**version.prompt_versions, **gen.versions},
                              llm_calls={**version.llm_calls, **gen.calls})

@@ -1,6 +1,6 @@
-"""JSON API of rollouts: batches (start, progress, cancel), Harbor result import, and trajectories
-with their turns and per-test results. Viewers read; starting, cancelling and importing need a
-reviewer or an admin (403 otherwise). The analytics tables are tasks.analytics_api."""
+"""JSON API of rollouts: batches (start, progress, cancel, resume), Harbor result import, and
+trajectories with their turns and per-test results. Viewers read; starting, cancelling, resuming
+and importing need a reviewer or an admin (403 otherwise). The analytics tables are tasks.analytics_api."""
 from datetime import datetime
 
 from django.db import transaction
@@ -13,7 +13,7 @@ from ninja.pagination import paginate
 from facet_site.pagination import PageNumberPagination  # bounded page numbers
 from facet_site.roles import can_review
 
-from . import rollouts
+from . import rollouts, task_recovery
 from .rollout_imports import ImportOutcome, ImportRefused, import_upload
 from .models import RolloutBatch, Trajectory
 
@@ -170,6 +170,23 @@ def cancel_batch(request, batch_id: int):
         raise HttpError(409, f"batch {batch.pk} had already finished ({batch.status})")
     batch.refresh_from_db()
     return batch
+
+
+class ResumeOut(Schema):
+    batch: int
+    queued: int  # trajectories queued again
+
+
+@batches_router.post("/{int:batch_id}/resume", response=ResumeOut,
+                     summary="Queue again the trajectories that waited for Docker or whose worker died (reviewers)")
+def resume_batch(request, batch_id: int):
+    """What the batch page's Resume button does; 409 when the batch is over or was resumed within a lease."""
+    _require_reviewer(request, "resume rollouts")
+    batch = get_object_or_404(RolloutBatch, pk=batch_id)
+    queued = task_recovery.resume_rollout_batch(batch)
+    if queued is None:
+        raise HttpError(409, f"batch {batch.pk} is {batch.status}: nothing to resume (over, or resumed a moment ago)")
+    return {"batch": batch.pk, "queued": queued}
 
 
 @batches_router.post("/import", response={201: ImportOut, 422: ImportOut},

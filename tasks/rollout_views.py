@@ -18,7 +18,7 @@ from facet_site.roles import can_review, require
 
 from . import analytics as an
 from .analytics_selection import AnalyticsFilter
-from . import rollouts
+from . import rollouts, task_recovery
 from .models import RolloutBatchStatus, RolloutBatch, Trajectory, TrajectoryStatus
 from .rollout_imports import ImportOutcome, ImportRefused, import_upload, job_report
 from .rollouts import RolloutError
@@ -121,9 +121,12 @@ def batch_cancel(request, batch_id: int):
 @require(can_review)
 def batch_resume(request, batch_id: int):
     batch = get_object_or_404(RolloutBatch, pk=batch_id)
-    n = rollouts.resume(batch, all_pending=True)
-    messages.success(request, f"{n} trajectories of batch #{batch.pk} queued again." if n else
-                     "Nothing to resume (no Docker engine answers yet, or nothing is waiting).")
+    n = task_recovery.resume_rollout_batch(batch)
+    if n is None:
+        messages.info(request, f"Batch #{batch.pk} is over, or was resumed a moment ago: its trajectories are queued.")
+    else:
+        messages.success(request, f"{n} trajectories of batch #{batch.pk} queued again." if n else
+                         "Nothing to resume (no Docker engine answers yet, or nothing is waiting).")
     return redirect("tasks:rollout-batch", batch_id=batch.pk)
 
 

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import transaction
 
 from . import consensus
+from .generation import difficulty_of
 from .models import (
     Decision,
     LabelKind,
@@ -144,6 +145,7 @@ def labels_for(task: Task) -> set[tuple[str, str]]:
                 categories.append(found)
             else:
                 labels.add((LabelKind.CATEGORY, meta["category"][:200]))
+    labels.add((LabelKind.DIFFICULTY, _difficulty(task)))
     fam = families()
     for category in categories:
         labels.add((LabelKind.CATEGORY, category.slug))
@@ -153,6 +155,18 @@ def labels_for(task: Task) -> set[tuple[str, str]]:
         if family:
             labels.add((LabelKind.FAMILY, family))
     return labels
+
+
+def _difficulty(task: Task) -> str:
+    """The scenario's intended difficulty for a generated task; an imported one's task.toml
+    [metadata] difficulty (anything but easy/medium/hard counts as unknown)."""
+    if task.scenario_id or not task.current_version_id:
+        return difficulty_of(task.scenario if task.scenario_id else None)
+    try:
+        value = tomllib.loads(task.current_version.files.get("task.toml", "")).get("metadata", {}).get("difficulty")
+    except tomllib.TOMLDecodeError:
+        value = None
+    return value if value in ("easy", "medium", "hard") else "unknown"
 
 
 def relabel_skill_tasks(skill_id: int) -> int:

@@ -10,6 +10,7 @@ urlpatterns = [
     path("funnel/", list_views.funnel_table, name="funnel-table"),
     path("<int:task_id>/", views.task_detail, name="detail"),
     path("<int:task_id>/validate/", views.validate, name="validate"),
+    path("<int:task_id>/retry/", views.construction_retry, name="construction-retry"),
     path("validations/<int:validation_id>/retry/", views.validation_retry, name="validation-retry"),
     path("trials/<int:trial_id>/logs/<str:name>", views.trial_log, name="trial-log"),
     path("builds/<int:build_id>/log", views.build_log, name="build-log"),

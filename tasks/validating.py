@@ -199,7 +199,14 @@ def retry_validation(validation: Validation) -> Validation | None:
     that ended in an infrastructure error is validated again as a new validation (records are
     append-only). None when it is neither."""
     if validation.status == ValidationStatus.ERROR:
-        return request_validation(validation.version, user=validation.requested_by)
+        with transaction.atomic():
+            # The errored row locked: of two clicks the second waits here, then finds the first
+            # one's validation and adds none (a double click validates once).
+            list(Validation.objects.select_for_update().filter(pk=validation.pk).values_list("pk", flat=True))
+            if Validation.objects.filter(version_id=validation.version_id, recheck__isnull=True,
+                                         pk__gt=validation.pk).exists():
+                return None
+            return request_validation(validation.version, user=validation.requested_by)
     if leases.retry(Validation, validation.pk, retryable=[], queued=ValidationStatus.QUEUED,
                     running=ValidationStatus.RUNNING):
         jobs.docker_validate.delay_on_commit(validation.pk)

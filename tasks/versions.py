@@ -17,6 +17,7 @@ from facet_site.lib.harbor.binary import is_text
 
 from . import summary
 from .blobs import blobs_of, put_blobs
+from .generation import difficulty_of
 from .models import RepairRound, Step, Task, TaskStatus, TaskVersion
 
 SOLVE_SH = "solution/solve.sh"
@@ -40,7 +41,7 @@ def task_config(task: Task, artifact_files: dict[str, str], run_cfg: dict) -> ha
         digest.update(f"{hashlib.sha256(artifact_files[path].encode()).hexdigest()}  {path}\n".encode())
     t = run_cfg["timeouts"]
     return harbor.TaskConfig(
-        author_name="facet", difficulty="medium", category=categories[0] if categories else "general",
+        author_name="facet", difficulty=difficulty_of(task.scenario if task.scenario_id else None), category=categories[0] if categories else "general",
         tags=sorted({s.key.rsplit("/", 1)[-1].split(":")[-1] for s in skills}) or ["facet"],
         scenario_id=str(task.scenario_id) if task.scenario_id else None,
         version_hash="sha256:" + digest.hexdigest(), skills=[s.key for s in skills],
@@ -50,10 +51,12 @@ def task_config(task: Task, artifact_files: dict[str, str], run_cfg: dict) -> ha
 
 
 def make_files(task: Task, *, environment: dict[str, str], instruction: str, solve_sh: str, test_sh: str,
-               test_py: str, run_cfg: dict) -> dict[str, str]:
-    """The whole task directory as path -> text, task.toml in canonical form."""
+               test_py: str, run_cfg: dict, partials: dict[str, str] | None = None) -> dict[str, str]:
+    """The whole task directory as path -> text, task.toml in canonical form. `partials` are the
+    model's partial solutions (solution/partials/*.sh, validation.partial_solution_files)."""
     artifacts = {f"environment/{p}": t for p, t in environment.items()}
     artifacts.update({"instruction.md": instruction, SOLVE_SH: solve_sh, TEST_SH: test_sh, TEST_PY: test_py})
+    artifacts.update(partials or {})
     config = task_config(task, artifacts, run_cfg)
     artifacts["task.toml"] = harbor.canonical_task_toml(config)
     return artifacts

@@ -19,7 +19,7 @@ from facet_site.lib.render import highlight_code, render_markdown
 from facet_site.roles import can_review, require
 from scenarios.models import LLMCall
 
-from . import diffs, rechecks, review_views, rollout_views
+from . import diffs, rechecks, review_views, rollout_views, task_recovery
 from .blobs import blob_bytes, blob_head
 from .models import (
     CheckKind,
@@ -260,7 +260,8 @@ def task_detail(request, task_id: int):
                and not never_validated) or open_validations.exists()
     if request.htmx:
         response = render(request, "tasks/detail.html#status", {"task": task, "running": running,
-                                                                 "never_validated": never_validated})
+                                                                 "never_validated": never_validated,
+                                                                 "construction_offer": task_recovery.offer(task)})
         if not running:
             response.status_code = 286  # nothing left to watch: htmx stops polling
         return response
@@ -295,6 +296,7 @@ def task_detail(request, task_id: int):
         "can_recheck": version is not None and task.step == Step.DONE,
         "finding_kinds": [k for k in task.finding_kinds.split(",") if k],  # error-level, all validations
         "can_retry": can_review(request.user),
+        "construction_offer": task_recovery.offer(task),
     }
 
     def file_views(prefix: str) -> list[dict]:
@@ -422,12 +424,34 @@ def validation_retry(request, validation_id: int):
     """Retry a validation that hit an infrastructure error, or resume one whose worker died."""
     validation = get_object_or_404(Validation.objects.select_related("version"), pk=validation_id)
     again = retry_validation(validation)
-    if again is None:
+    if again is None and validation.status == ValidationStatus.ERROR:
+        messages.info(request, f"Validation #{validation.pk} was retried already: a newer validation of "
+                               f"v{validation.version.number} exists.")
+    elif again is None:
         messages.error(request, f"Validation #{validation.pk} is {validation.get_status_display().lower()}: only one "
                                 "that hit an infrastructure error, or whose worker stopped answering, can be retried.")
     else:
         messages.success(request, f"Validation #{again.pk} of v{validation.version.number} is queued.")
     return redirect("tasks:detail", task_id=validation.version.task_id)
+
+
+@require_POST
+@require(can_review)
+def construction_retry(request, task_id: int):
+    """Retry a task whose construction failed, resume one whose worker died, or try the Docker
+    Engine again for a waiting one (tasks/task_recovery.py)."""
+    task = get_object_or_404(Task, pk=task_id)
+    done = task_recovery.retry_construction(task=task, user=request.user)
+    if done == task_recovery.RETRY:
+        messages.success(request, f"Task #{task.pk} goes back to {task.get_step_display().lower()}; its step is queued.")
+    elif done == task_recovery.RESUME:
+        messages.success(request, f"Task #{task.pk} is resumed: its step ({task.get_step_display().lower()}) is queued again.")
+    elif done == task_recovery.WAKE:
+        messages.success(request, f"A Docker Engine answers: task #{task.pk} is back at {task.get_step_display().lower()}.")
+    else:
+        messages.info(request, f"Task #{task.pk} has nothing to retry or resume ({task.get_status_display().lower()}"
+                               f"{', no Docker Engine answers yet' if task.status == 'waiting_for_docker' else ''}).")
+    return redirect("tasks:detail", task_id=task.pk)
 
 
 # --- executable re-checks ------------------------------------------------------------------------------
@@ -486,9 +510,10 @@ def recheck_progress(request, recheck_id: int):
 def recheck_resume(request, recheck_id: int):
     """Put a re-check that waited for Docker back on the queue."""
     recheck = get_object_or_404(Recheck.objects.select_related("version__task"), pk=recheck_id)
-    if recheck.status in rechecks.OPEN:
-        rechecks.queue(recheck)
+    if task_recovery.resume_recheck(recheck):
         messages.success(request, f"Re-check #{recheck.pk} is back on the Docker queue.")
+    elif recheck.status in rechecks.OPEN:
+        messages.info(request, f"Re-check #{recheck.pk} is queued already; nothing waits for a Docker Engine.")
     else:
         messages.error(request, f"Re-check #{recheck.pk} is over already.")
     return redirect(_tab_url(recheck.version.task, "checks", recheck.version, recheck=recheck.pk))

@@ -121,7 +121,9 @@ def test_make_demo_constructs_the_whole_funnel_and_a_second_run_reuses_it(engine
     [repair] = crm.repairs.all()
     assert (repair.artifact, repair.routed_by, repair.failure, repair.outcome) == (
         "solution", "rule", "solution_failed", RepairOutcome.FIXED)
-    assert changed_files(repair) == {"solution/solve.sh", "task.toml"}
+    # the repaired solution comes with its own partial solutions (they follow the new solve.sh)
+    assert changed_files(repair) == {"solution/solve.sh", "task.toml", "solution/partials/01-stops-before-last-step.sh",
+                                     "solution/partials/02-first-half-of-the-workflow.sh"}
     # the oracle runs twice in every validation (FACET_VALIDATION_TRIAL_RUNS); both crashed alike
     oracles = list(repair.from_version.validations.get().trials.filter(kind="oracle"))
     assert len(oracles) == 2 and all(

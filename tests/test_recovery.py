@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from skills.models import IngestBatch, IngestBatchStatus, IngestProblem, Skill, SkillStatus, Verdict, VerdictKind
-from tests.workers import WorkerProcess, worker_env
+from tests.workers import WorkerProcess, redis_broker, worker_env
 
 N_SKILLS = 36
 N_BROKEN = 3
@@ -113,22 +113,8 @@ def broker(request):
 
         yield {}, lambda batch_id: jobs.ingest_batch.delay(batch_id)
         return
-    redis = pytest.importorskip("redis")
-    url = f"redis://127.0.0.1:6379/{REDIS_DB}"
-    try:
-        client = redis.Redis.from_url(url)
-        client.flushdb()
-    except redis.exceptions.ConnectionError as exc:
-        pytest.skip(f"no Redis at {url}: {exc}")
-    # this test process's settings name the filesystem broker: send through a client of Redis
-    from celery import Celery
-
-    # not the current app: shared jobs (`jobs.ingest_batch.delay`) of later tests keep this process's broker
-    sender = Celery("facet-test-sender", broker=url, set_as_current=False)
-    yield ({"CELERY_BROKER_URL": url, "FACET_VISIBILITY_TIMEOUT": "5"},
-           lambda batch_id: sender.send_task("skills.jobs.ingest_batch", args=[batch_id], queue="default"))
-    sender.close()
-    client.flushdb()
+    with redis_broker(REDIS_DB) as (env, sender):
+        yield env, lambda batch_id: sender.send_task("skills.jobs.ingest_batch", args=[batch_id], queue="default")
 
 
 def test_killing_the_pool_process_mid_ingest_resumes_the_batch_in_the_same_worker(batch, tmp_path, settings,

@@ -1,12 +1,16 @@
 """Celery worker processes the tests start: the one way to spawn one (`facet worker` on chosen
-queues, its output in a log file, in a session of its own) and to stop it with everything it started."""
+queues, its output in a log file, in a session of its own), to stop it with everything it started,
+and to wait for what its jobs write while it runs."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -77,3 +81,48 @@ def worker_env(data_dir: Path, **extra: str) -> dict:
 
     return dict(os.environ, DATABASE_URL=database_url(), DJANGO_SETTINGS_MODULE="facet_site.test_settings",
                 FACET_DATA_DIR=str(data_dir), **extra)
+
+
+def wait_until(check: Callable[[], object], *, workers: list[WorkerProcess], timeout: float, what: str,
+               every: float = 0.1):
+    """Poll `check` until it returns something true (returned), failing the test with the workers'
+    logs when one of them exits or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        for worker in workers:
+            assert worker.poll() is None, f"{worker.name} exited while waiting for {what}\n{worker.log_tail()}"
+        time.sleep(every)
+    logs = "\n".join(f"--- {w.name}\n{w.log_tail()}" for w in workers)
+    raise AssertionError(f"still waiting for {what} after {timeout} s\n{logs}")
+
+
+@contextlib.contextmanager
+def redis_broker(db: int):
+    """A Redis broker on database `db` for worker processes, emptied before and after (the test
+    skips without Redis): yields (the workers' environment, a Celery client that sends onto it).
+
+    The client is not the current app: jobs other tests queue keep this test process's own
+    (filesystem) broker. It routes like the services do (llm_* on llm, the rest on default)."""
+    import pytest
+
+    redis = pytest.importorskip("redis")
+    from celery import Celery
+
+    from facet_site.celery import app
+
+    url = f"redis://127.0.0.1:6379/{db}"
+    try:
+        client = redis.Redis.from_url(url)
+        client.flushdb()
+    except redis.exceptions.ConnectionError as exc:
+        pytest.skip(f"no Redis at {url}: {exc}")
+    sender = Celery("facet-test-sender", broker=url, set_as_current=False)
+    sender.conf.update(task_routes=app.conf.task_routes, task_default_queue=app.conf.task_default_queue)
+    try:
+        yield {"CELERY_BROKER_URL": url, "FACET_VISIBILITY_TIMEOUT": "5"}, sender
+    finally:
+        sender.close()
+        client.flushdb()

@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from facet_site.lib.validation.partials import solution_steps
+
 from .checkout_incident import _checkout
 from .common import TEST_SH, DemoTask
 from .crm_export import _customers
@@ -87,9 +89,44 @@ def instruction(task: DemoTask, user: str) -> dict:
 
 
 def solution(task: DemoTask, user: str) -> dict:
-    if task.first_solve_sh and "Repair the solution" not in user:
-        return {"solve_sh": task.first_solve_sh}
-    return {"solve_sh": task.solve_sh}
+    solve_sh = task.first_solve_sh if task.first_solve_sh and "Repair the solution" not in user else task.solve_sh
+    return {"solve_sh": solve_sh, "partial_solutions": partial_solutions(task, solve_sh)}
+
+
+_DEFINITION = re.compile(r"^\w+\(\) \{")
+
+
+def _substantive_steps(solve_sh: str) -> tuple[list[str], list[int]]:
+    steps = solution_steps(solve_sh)
+    work = [i for i, step in enumerate(steps) if not all(
+        not line.strip() or line.strip().startswith("#") or line.split()[0] in ("set", "cd", "export")
+        for line in step.splitlines())]
+    return steps, work
+
+
+def partial_solutions(task: DemoTask, solve_sh: str) -> list[dict]:
+    """Two partial solutions the way the model would write them: the workflow without its last
+    step, and the slip a rollout attempt makes at this task (a distractor let in, a marker in the
+    wrong place) or, without one, the first half of the workflow. Both leave a requirement the
+    verifier checks undone, as the rollouts with the same slips show."""
+    steps, work = _substantive_steps(solve_sh)
+    if len(work) < 2:
+        return []
+    last = steps[work[-1]].strip().splitlines()[0][:120]
+    out = [{"name": "stops-before-last-step", "stops_before": f"the workflow's last step (`{last}`)",
+            "solve_sh": "".join(steps[:work[-1]])}]
+    slip = next((s for s in (ROLLOUT_PLANS.get(task.key) or RolloutPlan([], [])).slips.values()
+                 if s[0] == "mistake" and s[1] in solve_sh), None)
+    if slip is not None:
+        out.append({"name": "includes-what-it-should-leave-out", "stops_before": "the rule the instruction "
+                    "states for which inputs count and where the result goes",
+                    "solve_sh": solve_sh.replace(slip[1], slip[2])})
+    elif len([i for i in work if not _DEFINITION.match(steps[i])]) >= 3:
+        calls = [i for i in work if not _DEFINITION.match(steps[i])]
+        half = calls[len(calls) // 2]
+        out.append({"name": "first-half-of-the-workflow", "stops_before": "the second half of the workflow "
+                    f"(`{steps[half].strip().splitlines()[0][:120]}` and after)", "solve_sh": "".join(steps[:half])})
+    return out
 
 
 def verifier(task: DemoTask, user: str) -> dict:

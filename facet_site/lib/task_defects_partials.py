@@ -85,6 +85,8 @@ def _cut_counts(n: int, max_count: int) -> list[int]:
     return counts[:max_count]
 
 
+MAX_WRITTEN_PARTIALS = 3  # partial solutions the model wrote that one validation runs
+
 _REPORTING_CALLS = {"print", "pprint", "debug", "info", "warning", "log", "write"}
 
 
@@ -193,18 +195,23 @@ def plan_partials(solve_sh: str, max_count: int = 3, *, written: Sequence[str] =
 
     Command-level partials (validation.derive_partial_solutions) come first, so a task that has
     them is checked exactly as before; then `written`, partial solve.sh texts the model wrote
-    during construction; truncations of embedded scripts fill the remaining places, which for a
-    solve.sh that is one heredoc means all of them.
+    during construction (up to MAX_WRITTEN_PARTIALS, always all of them: the command cuts give
+    up places to them, keeping at least the most complete cut, so the model's partials run beside
+    the mechanical ones and the total may exceed max_count); truncations of embedded scripts fill
+    the remaining places, which for a solve.sh that is one heredoc means all of them.
     """
     from facet_site.lib.validation.partials import derive_partial_solutions
 
+    written = [p for p in written if p.strip()][:MAX_WRITTEN_PARTIALS]
     by_command = derive_partial_solutions(solve_sh, max_count=max_count)
     by_statement, reasons = _script_partials(solve_sh, max_count)
     merged: list[str] = []
     used = []
+    limits = {"commands": max(max_count - len(written), 1), "written": len(written)}
     for grain, source in (("commands", by_command), ("written", written),
                           ("statements", by_statement)):
-        fresh = [p for p in source if p.strip() and p not in merged][:max_count - len(merged)]
+        room = limits.get(grain, max_count - len(merged))
+        fresh = [p for p in source if p.strip() and p not in merged][:max(room, 0)]
         if fresh:
             merged += fresh
             used.append(grain)

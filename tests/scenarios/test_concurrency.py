@@ -36,6 +36,7 @@ from tests.conftest import DEMO_CORPUS
 from tests.workers import WorkerProcess, worker_env
 
 THREADS = 12  # per worker: more than the run's items per stage can fill on their own
+DB_CONNECTIONS = 2  # per llm worker, shared by its THREADS threads (FACET_LLM_DB_CONNECTIONS)
 
 
 @pytest.fixture
@@ -44,6 +45,38 @@ def postgresql(transactional_db):
         if os.environ.get("FACET_REQUIRE_SERVICES") == "1":
             pytest.fail("the concurrency test needs PostgreSQL (DATABASE_URL) and FACET_REQUIRE_SERVICES=1")
         pytest.skip("the concurrency test needs PostgreSQL: set DATABASE_URL=postgres://...")
+
+
+class ConnectionWatch:
+    """The most PostgreSQL connections each llm worker process held at once (pg_stat_activity, by the
+    application name the llm worker gives its connections), sampled from a connection of our own."""
+
+    def __init__(self):
+        import psycopg
+
+        from tests.conftest import database_url
+
+        self.conn = psycopg.connect(database_url(), autocommit=True)
+        self.peak: dict[str, int] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.is_set():
+            for name, n in self.conn.execute(
+                    "SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND application_name LIKE 'facet llm worker %%' GROUP BY 1").fetchall():
+                self.peak[name] = max(self.peak.get(name, 0), n)
+            self.stop.wait(0.02)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=10)
+        self.conn.close()
 
 
 def resend_duplicates(run_id: int, stop: threading.Event) -> None:
@@ -70,13 +103,14 @@ def resend_duplicates(run_id: int, stop: threading.Event) -> None:
 def test_two_threaded_workers_claim_every_item_once_and_call_the_model_once_per_request(postgresql, tmp_path,
                                                                                         settings):
     skill_services.ingest_path(DEMO_CORPUS, label="demo")
-    env = worker_env(settings.BROKER_DIR.parent, FACET_LLM_CONCURRENCY=str(THREADS))
+    env = worker_env(settings.BROKER_DIR.parent, FACET_LLM_CONCURRENCY=str(THREADS),
+                     FACET_LLM_DB_CONNECTIONS=str(DB_CONNECTIONS))
     workers = [WorkerProcess(name=f"race{i}-{os.getpid()}", queues="default,llm", log_path=tmp_path / f"w{i}.log",
                              env=env, concurrency=2, beat=False) for i in range(2)]
     stop = threading.Event()
     try:
         server = scripted_llm.ScriptedLLMServer(latency=0.4)
-        with server as url:
+        with server as url, ConnectionWatch() as watch:
             run = services.start_run(name="two workers", trusted=True, config={
                 "limits": {"max_pairs": 40},
                 "llm": {"provider": "openai", "base_url": url, "model": "scripted"},
@@ -135,3 +169,10 @@ def test_two_threaded_workers_claim_every_item_once_and_call_the_model_once_per_
         assert f"concurrency: {THREADS} (thread)" in log and "concurrency: 2 (prefork)" in log
         assert re.search(r"Task scenarios\.jobs\.llm_\w+\[[0-9a-f-]+\] succeeded", log), log[-2000:]
     assert peak > THREADS, peak
+
+    # ... while each llm worker's threads shared at most DB_CONNECTIONS database connections: a
+    # thread holds one only while it reads or writes, so connections do not grow with threads
+    # (uncapped, each worker showed THREADS + 2). A sample may count one more: a connection just
+    # closed is listed until its server process exits.
+    assert len(watch.peak) == 2, watch.peak
+    assert all(1 <= n <= DB_CONNECTIONS + 1 for n in watch.peak.values()), watch.peak

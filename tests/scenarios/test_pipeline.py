@@ -5,7 +5,7 @@ import json
 import pytest
 
 from demo import scripted_llm
-from scenarios import pairs_jsonl, services
+from scenarios import llm, pairs_jsonl, services
 from scenarios.models import (
     CandidatePair,
     Judgement,
@@ -52,7 +52,7 @@ def test_a_run_turns_skills_into_judged_pairs_and_reconstructed_scenarios(corpus
     for pair in pairs:
         assert pair.pair_skills.count() in (2, 3)
         assert pair.evidence and all(-1 <= e["cosine"] <= 1 for e in pair.evidence)
-        assert pair.judgement.prompt_version == "v1" and pair.judgement.llm_call.stage == "judge"
+        assert pair.judgement.prompt_version == llm.prompt("judge").version and pair.judgement.llm_call.stage == "judge"
     accepted = pairs.filter(verdict=PairVerdict.ACCEPTED)
     assert accepted.exists() and pairs.filter(verdict=PairVerdict.REJECTED).exists()
     scenarios = Scenario.objects.filter(run=run)

@@ -9,10 +9,12 @@ import pytest
 from skills import classification as cl
 from tests.conftest import REPO, SAMPLE_CORPUS
 
-# Measured on the held-out part (bench/results/category_accuracy.json) minus a margin of about
-# three skills out of 106, so a real regression fails and the int8/fp32 backend difference does not.
-HELDOUT_ACCEPTABLE_FLOOR = 0.70
-HELDOUT_FAMILY_FLOOR = 0.69
+# Issue 15's goal for exact-or-acceptable: 80% of the 159 held-out skills (82.4% measured, see
+# bench/results/category_accuracy.json). Its family goal, 90%, is NOT met (78.6% measured): the
+# family floor is the measured figure minus four skills, so a real regression fails and the
+# int8/fp32 backend or float16 stored-vector differences do not.
+HELDOUT_ACCEPTABLE_FLOOR = 0.80
+HELDOUT_FAMILY_FLOOR = 0.76
 
 
 # --- a toy embedder: one axis per keyword, so the expected answers are known -------------------
@@ -73,6 +75,27 @@ def test_zero_shot_weight_one_is_pure_description_similarity(toy):
     assert result.category == "office"
 
 
+def test_an_acceptable_alternative_label_pulls_its_skills_toward_that_category():
+    labelled = toy_embed(["price alerts", "calendar invites", "docker images", "song ideas", "price calendar"])
+    kwargs = dict(vectors=labelled, categories=["markets", "office", "devops", "audio", "office"],
+                  categories_meta=TOY_META, example_texts=TOY_EXAMPLES)
+    without = cl.Classifier.train(toy_embed, **kwargs, alternatives=[(), (), (), (), ()])
+    with_alternative = cl.Classifier.train(toy_embed, **kwargs, alternatives=[(), (), (), (), ("markets",)])
+    probe = toy_embed(["price calendar"])
+    markets = TOY_META.index(next(m for m in TOY_META if m["slug"] == "markets"))
+    assert with_alternative.probabilities(probe)[0, markets] > without.probabilities(probe)[0, markets]
+
+
+def test_sharpening_raises_the_top_confidence_and_keeps_the_order(toy):
+    probe = toy_embed(["deploy docker and send an email", "price"])
+    flat = toy.probabilities(probe)
+    toy.sharpness = 2.0
+    sharp = toy.probabilities(probe)
+    assert np.allclose(sharp.sum(axis=1), 1)
+    assert (sharp.argsort(axis=1, kind="stable") == flat.argsort(axis=1, kind="stable")).all()
+    assert (sharp.max(axis=1) > flat.max(axis=1)).all()
+
+
 def test_softmax_regression_separates_separable_points():
     x = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]], np.float64)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
@@ -84,6 +107,25 @@ def test_body_head_keeps_prose_and_drops_code_urls_and_markup():
     body = "# Title\n\nSend **email** from the terminal. See https://example.com/docs\n\n```bash\nrm -rf /\n```\n| a | b |"
     assert cl.body_head(body) == "Title Send email from the terminal. See a b"
     assert len(cl.body_head("word " * 1000)) == cl.BODY_CHARS
+
+
+def test_body_pieces_read_up_to_three_thousand_characters_of_prose_and_drop_a_short_tail():
+    long_body = "# Heading\n\n" + "trade the price " * 400 + "\n```sh\nrm -rf /\n```"
+    pieces = cl.body_pieces(long_body)
+    assert len(pieces) == cl.BODY_PIECES and all(len(p) == cl.BODY_CHARS for p in pieces)
+    assert "rm -rf" not in "".join(pieces)
+    short_tail = "word " * 210  # 1,049 characters of prose: the 49-character tail is not a piece
+    assert cl.body_pieces(short_tail) == [cl.body_head(short_tail)]
+    assert cl.body_pieces("") == []
+
+
+def test_a_skill_whose_point_comes_late_in_the_body_is_read_there():
+    opening = "Welcome to this skill. " * 50  # boilerplate the head alone would be made of
+    body = opening + "Deploy the docker image. " * 50
+    with_late_body, head_only = cl.skill_vectors(toy_embed, names=["helper", "helper"], descriptions=["a tool"] * 2,
+                                                 bodies=[body, opening])
+    docker_axis = VOCAB.index("docker")
+    assert with_late_body[docker_axis] > head_only[docker_axis]
 
 
 def test_skill_vectors_are_unit_length_and_fall_back_to_the_name_for_empty_bodies():
@@ -104,10 +146,10 @@ def test_skill_vectors_are_unit_length_and_fall_back_to_the_name_for_empty_bodie
 def test_the_labelled_set_uses_only_taxonomy_slugs_and_is_split_about_two_to_one():
     rows = cl.load_labelled()
     slugs = {c["slug"] for c in cl.taxonomy_categories()}
-    assert len(rows) == 300 and len({r.id for r in rows}) == 300
+    assert len(rows) == 450 and len({r.id for r in rows}) == 450
     assert all({r.category, *r.also} <= slugs and r.category not in r.also for r in rows)
     heldout = sum(r.split == "heldout" for r in rows)
-    assert 80 <= heldout <= 120
+    assert 130 <= heldout <= 170
     assert len(slugs) == 34 and set(cl.category_example_texts()) == slugs
 
 

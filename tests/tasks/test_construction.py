@@ -33,7 +33,7 @@ def test_a_task_passes_validation_the_first_time(engine, make_run, llm_url):
     assert env.status == "built" and env.repair_count == 0 and env.initial_state
     assert "/app/data/orders.csv" in env.initial_state["snapshot"]["files"]
     assert LLMCall.objects.get(pk=env.llm_calls["materialize"]).stage == "task.materialize"
-    assert env.prompt_versions == {"manifest": "v1", "materialize": "v1"}
+    assert env.prompt_versions == {"manifest": "v2", "materialize": "v2"}
     [build] = env.builds.all()
     assert build.outcome == BuildOutcome.SUCCEEDED and build.image_tag.startswith("facet-env:")
     [version] = task.versions.all()
@@ -45,16 +45,18 @@ def test_a_task_passes_validation_the_first_time(engine, make_run, llm_url):
     assert validation.accepted and validation.build_cached  # built once, by the build step
     assert validation.image_tag == build.image_tag
     kinds = list(validation.trials.values_list("kind", "reward", "passed"))
-    # the nop and the oracle run twice each (FACET_VALIDATION_TRIAL_RUNS), then the partials
+    # the nop and the oracle run twice each (FACET_VALIDATION_TRIAL_RUNS), then the partials: the
+    # most complete cut of solve.sh beside the two partial solutions the solution stage wrote
     assert kinds[:4] == [("nop", 0.0, True), ("nop", 0.0, True), ("oracle", 1.0, True), ("oracle", 1.0, True)]
-    assert [k for k, _, _ in kinds[4:]] == ["partial", "partial"]
+    assert kinds[4:] == [("partial", 0.0, True)] * 3
+    assert validation.settings["partials_grain"] == "commands+written"
     oracle = validation.trials.get(kind="oracle", index=0)
     assert oracle.tests.count() == 3 and set(oracle.tests.values_list("outcome", flat=True)) == {"passed"}
     assert "/app/out/report.csv" in oracle.fs_diff["added"] and oracle.seconds > 0
     # every generation step was an LLM call naming its stage, subject and prompt version
     stages = set(LLMCall.objects.filter(run=run).values_list("stage", flat=True))
     assert stages == {"task.manifest", "task.materialize", "task.instruction", "task.solution", "task.verifier"}
-    assert version.prompt_versions == {"instruction": "v1", "solution": "v1", "verifier": "v1"}
+    assert version.prompt_versions == {"instruction": "v2", "solution": "v2", "verifier": "v2"}
     assert not task.repairs.exists()
 
 
@@ -94,7 +96,9 @@ def test_a_failing_solution_is_fixed_by_solution_repair(engine, make_run, llm_ur
     first = repair.from_version.validations.get()
     assert first.trials.get(kind="oracle", index=0).solution_exit_code == 1
     changed = {p for p in repair.to_version.files if repair.to_version.files[p] != repair.from_version.files.get(p)}
-    assert changed == {"solution/solve.sh", "task.toml"}
+    # the repaired solution comes with its partial solutions (the crashing first one had none)
+    assert changed == {"solution/solve.sh", "task.toml", "solution/partials/01-counts-cancelled-orders.sh",
+                       "solution/partials/02-stops-before-status.sh"}
 
 
 def test_a_task_still_invalid_after_five_repairs_is_discarded(engine, make_run, llm_url):

@@ -140,7 +140,8 @@ def test_labels_of_a_generated_task_come_from_its_skills(db):
     assert set(TaskLabel.objects.filter(task=task).values_list("kind", "value")) == {
         (LabelKind.TAG, "csv-report"), (LabelKind.TAG, "sqlite-query"),
         (LabelKind.CATEGORY, "csv-excel-and-spreadsheets"), (LabelKind.DOMAIN, "data-analysis-and-research"),
-        (LabelKind.FAMILY, "Structured data and databases")}
+        (LabelKind.FAMILY, "Structured data and databases"),
+        (LabelKind.DIFFICULTY, "medium")}  # the scenario names no difficulty: medium
 
 
 def test_filter_selects_what_the_query_says(reviewer):

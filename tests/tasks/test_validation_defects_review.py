@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from facet_site.lib import harbor
-from tasks import export_records, repair, review, summary, validating
+from tasks import export_records, repair, repair_evidence, review, summary, validating
 from tasks.filters import TaskFilter
 from tasks.models import (
     ArtifactKind,
@@ -212,7 +212,7 @@ def test_each_defect_routes_to_the_artifact_the_repair_regenerates(failure, find
 def test_the_repair_prompt_receives_the_evidence():
     task = make_task()
     validation = validate(task.current_version, accepted=False, failure="leaked_answer", findings=[WARNING, LEAK])
-    text = repair.evidence(validation)
+    text = "\n".join(f"- {line}" for line in repair_evidence.findings(validation))
     assert text.splitlines()[0].startswith("- [error] leaked_answer at /opt/.a: the oracle writes /app/out.json")
     assert '{"total": 17}' in text and "tests/test_outputs.py:4" in text
     # every repair prompt has a place for it

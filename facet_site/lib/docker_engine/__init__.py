@@ -9,7 +9,8 @@ storage driver.
 One module per concern: `errors` (the transient/permanent split the jobs need), `client`
 (connecting, engine facts, image look-ups), `base_image`, `dockerfile_lint`, `builds`
 (environment images), `sandbox` (containers for untrusted code), `leftovers` (their cleanup),
-`snapshots` (a sandbox's realized state), `capture` (bounded output), `constants` and `cli`
+`snapshots` (a sandbox's realized state), `previews` (structure-aware previews of its files and
+the installed tool versions, for the construction prompts), `capture` (bounded output), `constants` and `cli`
 (`python -m facet_site.lib.docker_engine base-image|cleanup|info`). The names below are what
 the apps use as `docker_engine.X`.
 """
@@ -31,6 +32,9 @@ from facet_site.lib.docker_engine.errors import (
     TransientEngineError, classify_error,
 )
 from facet_site.lib.docker_engine.leftovers import cleanup_leftovers
+from facet_site.lib.docker_engine.previews import (
+    MACHINERY_DIRS, TOOL_VERSIONS_COMMAND, in_machinery, parse_tool_versions, preview_file, render_preview, render_tools,
+)
 from facet_site.lib.docker_engine.sandbox import SANDBOX_CAPABILITIES, ExecResult, Sandbox, SandboxLimits
 from facet_site.lib.docker_engine.snapshots import (
     FileEntry, ProcessEntry, Snapshot, SnapshotDiff, diff_snapshots,
@@ -47,4 +51,6 @@ __all__ = [
     "build_base_image", "ensure_base_image", "lint_dockerfile", "BuildResult", "build_image",
     "ExecResult", "Sandbox", "SandboxLimits", "cleanup_leftovers",
     "FileEntry", "ProcessEntry", "Snapshot", "SnapshotDiff", "diff_snapshots",
+    "MACHINERY_DIRS", "TOOL_VERSIONS_COMMAND", "in_machinery", "parse_tool_versions", "preview_file", "render_preview",
+    "render_tools",
 ]

@@ -557,12 +557,13 @@ class Sandbox:
         max_text_head: int = 2048,
         max_files: int = 20000,
         max_bytes: int = 512 * MiB,
+        max_previews: int = 0,
     ) -> Snapshot:
         """Files under `paths` (size, mode, owner, sha256, heads of text files) and the running
         processes. Read through the engine (archive and top APIs), so nothing that runs in the
         sandbox can lie about it. Paths under /tmp read the image layer, not the tmpfs."""
         snap = read_files(self.client, self._require_alive(), paths, max_text_head=max_text_head,
-                          max_files=max_files, max_bytes=max_bytes)
+                          max_files=max_files, max_bytes=max_bytes, max_previews=max_previews)
         snap.processes = self._processes()
         return snap
 

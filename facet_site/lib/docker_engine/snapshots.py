@@ -16,6 +16,7 @@ import docker
 import requests
 from docker.errors import DockerException, NotFound
 
+from facet_site.lib.docker_engine import previews
 from facet_site.lib.docker_engine.capture import IterReader
 from facet_site.lib.docker_engine.constants import SANDBOX_INIT, MiB
 from facet_site.lib.docker_engine.errors import PermanentEngineError, engine_call
@@ -52,6 +53,8 @@ class Snapshot:
     processes: list[ProcessEntry] | None = None
     truncated: bool = False
     taken_at: float = 0.0
+    # path -> structure-aware preview (docker_engine.previews), when the snapshot was asked for them
+    previews: dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -66,6 +69,7 @@ class Snapshot:
             processes=None if processes is None else [ProcessEntry(**p) for p in processes],
             truncated=bool(data.get("truncated")),
             taken_at=float(data.get("taken_at", 0.0)),
+            previews=dict(data.get("previews") or {}),
         )
 
 
@@ -131,9 +135,12 @@ def read_files(
     max_text_head: int,
     max_files: int,
     max_bytes: int,
+    max_previews: int = 0,
 ) -> Snapshot:
     """A snapshot of the files under `paths` (its `processes` left unset), read through the
-    engine's archive API; see `Sandbox.snapshot`."""
+    engine's archive API; see `Sandbox.snapshot`. With `max_previews`, up to that many regular
+    files outside machinery directories (.git, node_modules, ...) also get a structure-aware
+    preview (docker_engine.previews), made from the same read."""
     snap = Snapshot(roots=list(paths), taken_at=time.time())
     hashed = 0
     for root in paths:
@@ -176,12 +183,19 @@ def read_files(
                         fh = tar.extractfile(member)
                         digest = hashlib.sha256()
                         head = b""
+                        preview = len(snap.previews) < max_previews and not previews.in_machinery(path)
+                        keep = min(member.size, previews.PREVIEW_MAX_BYTES) if preview else 0
+                        whole = bytearray()
                         while fh is not None and (block := fh.read(1 * MiB)):
                             if len(head) < max_text_head:
                                 head += block[: max_text_head - len(head)]
+                            if len(whole) < keep:
+                                whole += block[: keep - len(whole)]
                             digest.update(block)
                         entry.sha256 = digest.hexdigest()
                         entry.text_head = _text_head(head) if max_text_head else None
+                        if preview and member.size:
+                            snap.previews[path] = previews.preview_file(path, bytes(whole), member.size)
                 snap.files[path] = entry
         with contextlib.suppress(Exception):
             chunks.close()

@@ -31,7 +31,8 @@ read by facet_site.lib.verifier_output. This module re-exports the public names 
 from __future__ import annotations
 
 from facet_site.lib.validation.acceptance import decide_failure, time_plain_cli_validation, validate_task
-from facet_site.lib.validation.partials import derive_partial_solutions, solution_steps
+from facet_site.lib.validation.partials import (PARTIALS_DIR, derive_partial_solutions, partial_solution_files,
+                                                partials_stored_in, solution_steps, written_partials)
 from facet_site.lib.validation.report import (ANSWER_FILE_IN_ENVIRONMENT, BUILD_FAILED, DEFECTS_AFTER_TRIALS,
                                               DEFECTS_BEFORE_TRIALS, FAILURE_TYPES, FLAKY,
                                               GRADE_TIME_NETWORK, INFRA_ERROR, INSTRUCTION_REVEALS_SOLUTION,
@@ -53,6 +54,7 @@ __all__ = [
     "PARTIAL_UNEXPECTED_PASS", "SOLUTION_FAILED", "SOLUTION_TIMEOUT", "STATIC_CHECK_FAILED",
     "TaskFiles", "TrialOutcome", "VERIFIER_LOGS", "VERIFIER_NO_REWARD", "VERIFIER_TIMEOUT",
     "ValidationReport", "ValidationTimeouts", "cap_text", "capture_initial_state",
+    "PARTIALS_DIR", "partial_solution_files", "partials_stored_in", "written_partials",
     "derive_partial_solutions", "image_workdir_of", "read_verifier_logs", "solution_steps",
     "static_checks", "task_limits", "time_plain_cli_validation", "validate_task",
 ]

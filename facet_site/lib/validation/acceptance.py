@@ -34,6 +34,7 @@ from facet_site.lib.validation.report import (BUILD_FAILED, DEFECTS_AFTER_TRIALS
 from facet_site.lib.validation.task_checks import (DEFAULT_LIMITS, HARBOR_DEFAULT_TIMEOUT_S, LOG_DIRS,
                                                    VERIFIER_LOGS, TaskFiles, instruction_paths, leak_search_roots,
                                                    static_checks, task_limits)
+from facet_site.lib.validation.partials import partials_stored_in
 from facet_site.lib.validation.trials import TrialPlan, TrialRunner, image_workdir_of, snapshot_roots
 
 log = logging.getLogger(__name__)
@@ -186,9 +187,12 @@ def validate_task(
                 validation.add_finding(verdict.to_finding())
         if all(o.passed for o in oracles) and not report.flaky:
             if partial_solutions is None:
+                # the model's partial solutions: given, or stored with the task (solution/partials/)
+                written = list(written_partials) or partials_stored_in(task_dir)
                 plan = task_defects.plan_partials(task.read("solution/solve.sh"), max_partials,
-                                                  written=list(written_partials))
+                                                  written=written)
                 partial_solutions = plan.partials
+                max_partials = max(max_partials, len(plan.partials))  # they run beside the cuts
                 settings["partials_grain"] = plan.grain
                 if plan.partials:  # the static check saw no partial, but the model wrote some
                     report.static_findings = [f for f in report.static_findings

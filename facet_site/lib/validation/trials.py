@@ -239,13 +239,22 @@ def _initial_state_from(image_tag: str, roots: Sequence[str], workdir: str | Non
 def capture_initial_state(client: docker.DockerClient, image_tag: str, *,
                           paths: Sequence[str] = (DEFAULT_WORKDIR,),
                           limits: de.SandboxLimits = DEFAULT_LIMITS,
-                          owner: str | None = None) -> dict:
+                          owner: str | None = None, max_previews: int = 0,
+                          tool_versions: bool = False) -> dict:
     """e0, the realized initial state of an environment image: every file under `paths`
     (size, mode, owner, sha256, head of text files) and the processes running in a fresh
-    sandbox. validate_task captures it in its nop sandbox instead, to save a container."""
+    sandbox. validate_task captures it in its nop sandbox instead, to save a container.
+
+    For the construction prompts (the build step): `max_previews` files get a structure-aware
+    preview from the same archive read, and `tool_versions` adds, from one exec in the same
+    sandbox, the OS, the tools found and the Python packages (docker_engine.previews)."""
     with de.Sandbox(client, image_tag, owner=owner, limits=limits) as sb:
-        snap = sb.snapshot(list(paths))
-        return _initial_state_from(image_tag, paths, None, snap)
+        snap = sb.snapshot(list(paths), max_previews=max_previews)
+        state = _initial_state_from(image_tag, paths, None, snap)
+        if tool_versions:
+            result = sb.exec(de.TOOL_VERSIONS_COMMAND, timeout_s=60)
+            state["tools"] = de.parse_tool_versions(result.output)
+        return state
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-KINDS = ("ingest", "export", "import", "validation")
+KINDS = ("ingest", "export", "import", "validation", "run", "task")
 
 
 class Command(BaseCommand):
@@ -33,14 +33,19 @@ class Command(BaseCommand):
         self.stdout.write(f"{kind} #{id} is queued again.")
 
     def _retry(self, kind: str, pk: int) -> bool:
+        from scenarios import run_recovery
+        from scenarios.models import SynthesisRun
         from skills import services as ingest
         from skills.models import IngestBatch
-        from tasks import exports, imports, validating
-        from tasks.models import Export, TaskImport, Validation
+        from tasks import exports, imports, task_recovery, validating
+        from tasks.models import Export, Task, TaskImport, Validation
 
         model, retry = {"ingest": (IngestBatch, ingest.retry_batch), "export": (Export, exports.retry_export),
                         "import": (TaskImport, imports.retry_import),
-                        "validation": (Validation, validating.retry_validation)}[kind]
+                        "validation": (Validation, validating.retry_validation),
+                        # a run's failed items, or a stalled run; a task's failed or stalled construction
+                        "run": (SynthesisRun, lambda run: run_recovery.retry_run(run=run).action),
+                        "task": (Task, lambda task: task_recovery.retry_construction(task=task))}[kind]
         row = model.objects.filter(pk=pk).first()
         if row is None:
             raise CommandError(f"{kind} #{pk}: no such {kind}")

@@ -80,11 +80,18 @@ class Command(BaseCommand):
         would add up to one per thread per worker even when idle. Closed after every job instead
         (Celery's Django fixup closes obsolete connections), and given back while a call waits
         (scenarios.throughput.release_connection), a worker holds only the connections of the
-        threads that are reading or writing at that moment."""
+        threads that are reading or writing at that moment. On PostgreSQL the threads also share
+        at most FACET_LLM_DB_CONNECTIONS connections (facet_site/postgresql), which bounds the burst
+        when every thread claims an item at once; the connections are named for the process in
+        pg_stat_activity."""
         from django.db import connections
 
         for alias in connections:
             connections.settings[alias]["CONN_MAX_AGE"] = 0
+            if "CONNECTIONS_PER_PROCESS" in connections.settings[alias]:
+                connections.settings[alias]["CONNECTIONS_PER_PROCESS"] = settings.FACET_LLM_DB_CONNECTIONS
+                connections.settings[alias].setdefault("OPTIONS", {}).setdefault(
+                    "application_name", f"facet llm worker {os.getpid()}")
 
     def _both(self, others, llm_threads, concurrency, loglevel, hostname, no_beat) -> None:
         """Two child workers, stopped together: a signal to this process (or its process group)

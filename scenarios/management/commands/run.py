@@ -24,6 +24,9 @@ class Command(BaseCommand):
         start.add_argument("--max-pairs", type=int)
         start.add_argument("--max-tokens", type=int, help="Token budget for the whole run; 0 means none.")
         start.add_argument("--model")
+        start.add_argument("--llm-classification", action="store_true", default=None,
+                           help="First classify each skill with the run's model (one call per skill); "
+                                "reviewer overrides are kept.")
         start.add_argument("--provider", choices=["openai", "replay"])
         start.add_argument("--cassette", help="Recorded responses to replay (with --provider replay).")
         start.add_argument("--user", help="Username to record as the run's creator.")
@@ -46,7 +49,7 @@ class Command(BaseCommand):
         return getattr(self, f"_{action}")(**options)
 
     def _start(self, *, name, strategy=None, categories=None, source=None, max_skills=None, max_pairs=None,
-               max_tokens=None, model=None, provider=None, cassette=None, user=None, wait=False, dry_run=False,
+               max_tokens=None, model=None, llm_classification=None, provider=None, cassette=None, user=None, wait=False, dry_run=False,
                workers=1, **_):
         if cassette and provider != "replay":
             raise CommandError("--cassette: only used with --provider replay")
@@ -57,7 +60,8 @@ class Command(BaseCommand):
                 raise CommandError(f"--user: no user named {user!r}")
         config = build_config({
             "strategy": strategy,
-            "skills": {"categories": categories, "source": source, "max_skills": max_skills},
+            "skills": {"categories": categories, "source": source, "max_skills": max_skills,
+                       "llm_classification": llm_classification},
             "limits": {"max_pairs": max_pairs, "max_tokens": max_tokens},
             "llm": {"model": model, "provider": provider, "cassette": cassette},
         })
