@@ -22,12 +22,17 @@ from tests.workers import REPO, worker_env
 
 @pytest.fixture
 def queued_job():
-    """One job waiting on the default queue of this test process's broker, purged afterwards."""
+    """One job waiting on the default queue of this test process's broker (emptied before, since
+    earlier tests may leave jobs no worker took, and after)."""
+    def purge():
+        with app.connection_for_write() as conn:
+            for queue in ("default", "llm", "docker"):
+                conn.default_channel.queue_purge(queue)
+
+    purge()
     app.send_task("tasks.jobs.resume_waiting", queue="default")
     yield
-    with app.connection_for_write() as conn:
-        for queue in ("default", "llm", "docker"):
-            conn.default_channel.queue_purge(queue)
+    purge()
 
 
 def banner(html: str) -> str:
