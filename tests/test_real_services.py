@@ -247,8 +247,10 @@ def test_the_demo_pipeline_runs_on_postgresql_redis_and_two_workers(postgres_url
     assert (git["status"], git["environment_repairs"], git["builds"], git["repairs"], git["versions"]) == (
         "validated", 1, ["build_failed", "succeeded"], [], 1)
     # Solution repair: a new version with a new solve.sh.
-    assert tasks["crm-export"]["repairs"] == [["solution", "rule", "solution_failed", "fixed",
-                                               ["solution/solve.sh", "task.toml"]]]
+    # the repaired solution comes with its partial solutions rewritten too
+    assert tasks["crm-export"]["repairs"] == [["solution", "rule", "solution_failed", "fixed", [
+        "solution/partials/01-stops-before-last-step.sh", "solution/partials/02-first-half-of-the-workflow.sh",
+        "solution/solve.sh", "task.toml"]]]
     # Verifier repair: the first verifier passed the untouched environment (nop reward 1).
     ops = tasks["ops-review"]
     assert ops["repairs"] == [["verifier", "rule", "nop_unexpected_pass", "fixed",
