@@ -52,8 +52,10 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """SIGKILL to the worker's whole process group: no warm shutdown, no acknowledgement."""
-        if self.proc.poll() is None:
+        try:  # the group, even when the worker itself has exited: its pools may not have
             os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.proc.wait(timeout=30)
 
     def terminate(self) -> None:
@@ -62,12 +64,18 @@ class WorkerProcess:
             os.killpg(self.proc.pid, signal.SIGTERM)
 
     def wait(self, timeout: float) -> None:
-        """Wait for the worker to exit; kill its process group if it takes longer than `timeout`."""
+        """Wait for the worker to exit; kill its process group if it takes longer than `timeout`.
+        Whatever of the group outlives the worker (a pool still in warm shutdown, holding a
+        database connection) is killed too, so no process of this worker reaches the next test."""
         try:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     def stop(self, timeout: float = 20) -> None:
         self.terminate()
