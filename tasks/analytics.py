@@ -44,6 +44,7 @@ from facet_site.lib.stats import pass_at_k, wilson_interval
 from scenarios.models import Strategy
 
 from .analytics_selection import AnalyticsFilter
+from .filters import TaskFilter
 from .models import (
     LabelKind,
     RolloutBatch,
@@ -463,13 +464,19 @@ def command_patterns(af: AnalyticsFilter, *, top: int = 15) -> dict:
 # --- task families (Figure 3b) ------------------------------------------------------------------
 
 
+def _validated_unless_filtered(af: AnalyticsFilter, default_validated: bool) -> TaskFilter:
+    """The filter's tasks; validated ones when it names no status (the paper counts its 6,078)."""
+    tf = af.tasks
+    if default_validated and not tf.status:
+        tf = dataclasses.replace(tf, status=[TaskStatus.VALIDATED])
+    return tf
+
+
 @cached
 def family_distribution(af: AnalyticsFilter, *, default_validated: bool = True) -> dict:
     """Tasks per family (TaskLabel kind=family, tasks/families.json via summary.set_labels).
     Without a status in the filter, validated tasks are counted, as the paper's 6,078."""
-    tf = af.tasks
-    if default_validated and not tf.status:
-        tf = dataclasses.replace(tf, status=[TaskStatus.VALIDATED])
+    tf = _validated_unless_filtered(af, default_validated)
     tasks = tf.queryset().order_by()
     total = tasks.count()
     grouped = list(TaskLabel.objects.filter(kind=LabelKind.FAMILY, task__in=Subquery(tasks.values("pk")))
@@ -483,9 +490,7 @@ def difficulty_distribution(af: AnalyticsFilter, *, default_validated: bool = Tr
     """Tasks per difficulty (TaskLabel kind=difficulty: the scenario's target, or an imported
     task.toml's), the share the paper's Table 1 reports. Validated tasks unless the filter names a
     status, as for the families."""
-    tf = af.tasks
-    if default_validated and not tf.status:
-        tf = dataclasses.replace(tf, status=[TaskStatus.VALIDATED])
+    tf = _validated_unless_filtered(af, default_validated)
     tasks = tf.queryset().order_by()
     total = tasks.count()
     counts = dict(TaskLabel.objects.filter(kind=LabelKind.DIFFICULTY, task__in=Subquery(tasks.values("pk")))
