@@ -17,18 +17,9 @@ from django.utils import timezone
 from scenarios.models import CandidatePair, LLMCall, RunSkill, RunStatus, Scenario, Stage, SynthesisRun, WorkStatus
 from scenarios.run_config import DEFAULT_CONFIG
 from skills import services as skill_services
-from skills.models import Skill
-from tests.conftest import DEMO_CORPUS, write_skill
-from tests.skills.samples import CSV_SKILL, SQLITE_SKILL
-
-
-@pytest.fixture
-def skills(db, tmp_path):
-    root = tmp_path / "corpus"
-    write_skill(root, "csv", CSV_SKILL)
-    write_skill(root, "sqlite", SQLITE_SKILL)
-    skill_services.ingest_path(root, label="corpus")
-    return list(Skill.objects.order_by("id"))
+from tests.conftest import DEMO_CORPUS
+from tests.tasks.conftest import skills  # noqa: F401  (a fixture)
+from tests.workers import wait_for_run
 
 
 def long_ago():
@@ -199,17 +190,6 @@ def _record_cassette(tmp_path, services):
     return recorded, cassette
 
 
-def _wait_finished(run, worker, timeout=300):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if run.is_finished:
-            return run
-        assert worker.poll() is None, worker.log_tail()
-        time.sleep(0.5)
-    raise AssertionError((run.status, run.stage, run.message, worker.log_tail()))
-
-
 def _failures(run) -> list:
     from scenarios import services
 
@@ -247,7 +227,7 @@ def test_a_failed_judge_stage_is_retried_from_the_page_and_finishes_on_a_worker(
     assert f"{failed} items that failed are queued again" in flash(response)
     assert "nothing to retry" in flash(client.post(retry_url(run), follow=True))  # the double click
 
-    run = _wait_finished(run, celery_worker)
+    run = wait_for_run(run, celery_worker, timeout=300)
     assert (run.status, run.message) == (RunStatus.SUCCEEDED, "Finished."), _failures(run)
     _same_repository(run, recorded)
     # each pair judged once by the model after the retry; the hypotheses were not asked again
@@ -277,7 +257,7 @@ def test_a_run_whose_first_message_was_lost_is_resumed_from_the_page_and_finishe
         assert "No sign of life since" in html and ">Resume<" in html
         assert f"Run #{run.pk} is resumed" in flash(client.post(retry_url(run), follow=True))
         assert "nothing to retry" in flash(client.post(retry_url(run), follow=True))
-        run = _wait_finished(run, celery_worker)
+        run = wait_for_run(run, celery_worker, timeout=300)
 
     assert (run.status, run.message) == (RunStatus.SUCCEEDED, "Finished."), _failures(run)
     skills = RunSkill.objects.filter(run=run)

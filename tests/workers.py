@@ -134,3 +134,14 @@ def redis_broker(db: int):
     finally:
         sender.close()
         client.flushdb()
+
+
+def wait_for_run(run, worker, timeout: float = 240):
+    """The synthesis run, reloaded, once it has finished on `worker` (a WorkerProcess or the
+    celery_worker fixture); fails with the worker's log if it exits or the run is still going."""
+    def finished():
+        run.refresh_from_db()
+        return run.is_finished
+
+    wait_until(finished, workers=[worker], timeout=timeout, what=f"run {run.pk} to finish", every=0.5)
+    return run

@@ -19,6 +19,7 @@ from skills import llm_categories
 from skills import services as skill_services
 from skills.models import Category, CategorySource, Skill
 from tests.conftest import DEMO_CORPUS
+from tests.workers import wait_for_run
 
 pytestmark = pytest.mark.django_db
 
@@ -351,8 +352,6 @@ def test_the_llm_category_and_a_later_override_reach_task_labels_and_the_analyti
 
 @pytest.mark.django_db(transaction=True)
 def test_the_stage_runs_on_a_real_worker_from_the_recorded_cassette(celery_worker, tmp_path):
-    import time
-
     skill_services.ingest_path(DEMO_CORPUS, label="demo")
     cassette = tmp_path / "run.cassette.jsonl"
     with scripted_llm.ScriptedLLMServer() as url:
@@ -367,13 +366,7 @@ def test_the_stage_runs_on_a_real_worker_from_the_recorded_cassette(celery_worke
         "skills": {"max_skills": MAX_SKILLS, "llm_classification": True},
         "limits": {"max_pairs": 3, "hypotheses_per_skill": 1}, "construction": {"auto": False},
         "llm": {"provider": "replay", "cassette": str(cassette), "model": "scripted"}})
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if run.is_finished:
-            break
-        assert celery_worker.poll() is None, celery_worker.log_tail()
-        time.sleep(0.5)
+    wait_for_run(run, celery_worker)
     assert run.status == RunStatus.SUCCEEDED, (run.status, run.stage, run.message, celery_worker.log_tail())
     items = SkillClassification.objects.filter(run=run)
     assert items.count() == len(skills) and set(items.values_list("status", flat=True)) == {WorkStatus.DONE}

@@ -1,6 +1,4 @@
 """A synthesis run through a real Celery worker process, replaying a cassette recorded over HTTP."""
-import time
-
 import pytest
 
 from demo import scripted_llm
@@ -8,6 +6,7 @@ from scenarios import services
 from scenarios.models import CandidatePair, LLMCall, RunStatus, Scenario, ScenarioHypothesis
 from skills import services as skill_services
 from tests.conftest import DEMO_CORPUS
+from tests.workers import wait_for_run
 
 
 @pytest.mark.django_db(transaction=True)
@@ -24,13 +23,7 @@ def test_a_run_started_from_the_api_service_finishes_on_a_worker(celery_worker, 
         "limits": {"max_pairs": 8}, "llm": {"provider": "replay", "cassette": str(cassette), "model": "scripted"},
         "construction": {"auto": False},  # this test stops at the repository; tests/tasks covers construction
     })
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        run.refresh_from_db()
-        if run.is_finished:
-            break
-        assert celery_worker.poll() is None, celery_worker.log_tail()
-        time.sleep(0.5)
+    wait_for_run(run, celery_worker)
     assert run.status == RunStatus.SUCCEEDED, (run.status, run.stage, run.message, celery_worker.log_tail())
     assert ScenarioHypothesis.objects.filter(run=run).count() == ScenarioHypothesis.objects.filter(run=recorded).count()
     assert (sorted(CandidatePair.objects.filter(run=run).values_list("skill_set", "verdict"))
