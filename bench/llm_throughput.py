@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from demo.scripted_llm import ScriptedLLMServer  # noqa: E402
-from tests.test_real_services import descendants  # noqa: E402
+from tests.workers import descendants  # noqa: E402
 
 CORPUS = Path("/work/shared/corpus/openclaw-sample")
 FACET = [sys.executable, "-m", "facet_site.cli"]

@@ -30,7 +30,7 @@ import pytest
 
 from facet_site.lib import docker_engine as de
 from tests.conftest import docker_engine_with_base_image
-from tests.workers import REPO, WorkerProcess
+from tests.workers import REPO, WorkerProcess, descendants
 
 pytestmark = pytest.mark.docker
 
@@ -89,24 +89,6 @@ def engine():
     client = docker_engine_with_base_image()
     yield client
     client.close()
-
-
-def descendants(pid: int) -> set[int]:
-    """The processes under pid (Celery's pool children own the sandboxes)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
 
 
 class Workers:

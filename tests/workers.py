@@ -145,3 +145,22 @@ def wait_for_run(run, worker, timeout: float = 240):
 
     wait_until(finished, workers=[worker], timeout=timeout, what=f"run {run.pk} to finish", every=0.5)
     return run
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes under pid, from /proc (a worker's pools, Celery's pool children that own the
+    sandboxes)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
