@@ -13,8 +13,8 @@ head of the body with the packaged model, then measures on the held-out part:
     here from taxonomy.json so no database is needed; same texts, same model, same argmax.
 (b) trained: skills.classification trained on the tuning part only (never a held-out skill).
 
---cv reports 5-fold cross-validation (two shuffles) on the tuning part for the settings the
-module's constants were chosen from. --write-vectors stores the labelled skills' vectors beside the labels, which is
+--cv reports 5-fold cross-validation (two shuffles) on the tuning part for the module's setting and
+the same without the lexical model; --cv-grid for every setting the module's constants were chosen from. --write-vectors stores the labelled skills' vectors beside the labels, which is
 what lets the production classifier train without the corpus.
 
 Usage:
@@ -48,10 +48,12 @@ from skills import classification as cl  # noqa: E402
 
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "openclaw-sample"
 SAMPLE_SEED = 15
-# The sample grew once: the first 300 drawn were labelled first, the next 150 later. Both come from
-# one draw of 450 (random.sample's pool method keeps the first k picks when k grows).
-SAMPLE_SIZE = 450
-FIRST_ROUND = 300
+# The sample grew twice: the first 300 drawn were labelled first, the next 150 later, then the
+# remaining 281, which makes it the whole readable corpus. All come from one draw (random.sample's
+# pool method keeps the first k picks when k grows).
+SAMPLE_SIZE = 731
+ROUNDS = (("first_300_drawn", 300), ("next_150_drawn", 450), ("last_281_drawn", 731))  # (name, end in draw order)
+SECOND_READER_FILE = cl.LABELS_DIR / "second-reader.jsonl"
 SPLIT_SALT = "facet-labels-15:"
 GOALS = {"acceptable": 0.80, "family": 0.90}
 
@@ -111,25 +113,49 @@ def by_confidence(results: list[cl.Classification], rows: list[cl.LabelledSkill]
     return out
 
 
+def second_reader_agreement(rows: list[cl.LabelledSkill], families: dict[str, str], path: Path = SECOND_READER_FILE) -> dict:
+    """How often a second reader, labelling blind with the same guidelines, agrees with the labels:
+    the ceiling any classifier can be measured against on this set."""
+    labels = {r.id: r for r in rows}
+    second = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    pairs = [(labels[s["id"]], s) for s in second if s["id"] in labels]
+    n = len(pairs)
+    return {
+        "n": n,
+        "exact": round(sum(r.category == s["category"] for r, s in pairs) / n, 4),
+        "acceptable": round(sum(r.accepts(s["category"]) for r, s in pairs) / n, 4),
+        "family": round(sum(families[r.category] == families[s["category"]] for r, s in pairs) / n, 4),
+        "heldout_family": round(sum(families[r.category] == families[s["category"]] for r, s in pairs if r.split == "heldout")
+                                / max(1, sum(r.split == "heldout" for r, _ in pairs)), 4),
+    }
+
+
 def zero_shot(vectors: np.ndarray, description_vectors: np.ndarray, slugs: list[str]) -> list[str]:
     return [slugs[i] for i in (vectors @ description_vectors.T).argmax(axis=1)]
 
 
-# (C, zero-shot weight, alternative weight): the module's setting and its neighbours one at a time
-CV_SETTINGS = [(30.0, 0.3, 0.3), (10.0, 0.3, 0.3), (100.0, 0.3, 0.3), (30.0, 0.15, 0.3), (30.0, 0.45, 0.3),
-               (30.0, 0.3, 0.0), (30.0, 0.3, 0.15), (30.0, 0.3, 0.45)]
+# (C, zero-shot weight, alternative weight, lexical weight, lexical C): the module's setting and
+# its neighbours one at a time
+CV_SETTINGS = [(30.0, 0.3, 0.3, 0.25, 100.0), (10.0, 0.3, 0.3, 0.25, 100.0), (100.0, 0.3, 0.3, 0.25, 100.0),
+               (30.0, 0.15, 0.3, 0.25, 100.0), (30.0, 0.45, 0.3, 0.25, 100.0), (30.0, 0.3, 0.0, 0.25, 100.0),
+               (30.0, 0.3, 0.15, 0.25, 100.0), (30.0, 0.3, 0.3, 0.0, 100.0), (30.0, 0.3, 0.3, 0.15, 100.0),
+               (30.0, 0.3, 0.3, 0.35, 100.0), (30.0, 0.3, 0.3, 0.25, 30.0), (30.0, 0.3, 0.3, 0.25, 300.0)]
+# --cv without --cv-grid: the module's setting and the same without the lexical model (the grid
+# takes about an hour on a loaded 2-core machine; each row ~5 minutes)
+CV_QUICK = CV_SETTINGS[:1] + [CV_SETTINGS[7]]
 SHARPNESS_GRID = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
 
 
-def cross_validate(embed, vectors: dict[str, np.ndarray], rows: list[cl.LabelledSkill], families) -> dict:
+def cross_validate(embed, vectors: dict[str, np.ndarray], texts: dict[str, str], rows: list[cl.LabelledSkill],
+                   families, grid=CV_SETTINGS) -> dict:
     """5-fold CV, twice with different shuffles, on the tuning part over CV_SETTINGS (figures are
     the mean of the two), and the confidence sharpness fitted to the module setting's out-of-fold
     probabilities (least negative log-likelihood of the label)."""
     settings = []
     shuffles = [np.array_split(np.random.default_rng(seed).permutation(len(rows)), 5) for seed in (0, 1)]
-    module_setting = (cl.L2_C, cl.ZERO_SHOT_WEIGHT, cl.ALTERNATIVE_WEIGHT)
+    module_setting = (cl.L2_C, cl.ZERO_SHOT_WEIGHT, cl.ALTERNATIVE_WEIGHT, cl.LEXICAL_WEIGHT, cl.LEXICAL_C)
     out_of_fold = []
-    for c, w, alt in CV_SETTINGS:
+    for c, w, alt, lex, lex_c in grid:
         runs = []
         for folds in shuffles:
             probs = np.zeros((len(rows), len(cl.taxonomy_categories())))
@@ -138,14 +164,17 @@ def cross_validate(embed, vectors: dict[str, np.ndarray], rows: list[cl.Labelled
                 train = [r for i, r in enumerate(rows) if i not in held]
                 model = cl.Classifier.train(embed, vectors=np.vstack([vectors[r.id] for r in train]),
                                             categories=[r.category for r in train], alternatives=[r.also for r in train],
-                                            c=c, zero_shot_weight=w, alternative_weight=alt, sharpness=1.0)
-                probs[fold] = model.probabilities(np.vstack([vectors[rows[i].id] for i in fold]))
+                                            c=c, zero_shot_weight=w, alternative_weight=alt, sharpness=1.0,
+                                            texts=[texts[r.id] for r in train], lexical_weight=lex, lexical_c=lex_c)
+                probs[fold] = model.probabilities(np.vstack([vectors[rows[i].id] for i in fold]),
+                                                  [texts[rows[i].id] for i in fold])
             slugs = model.slugs
             runs.append(metrics([slugs[i] for i in probs.argmax(axis=1)], rows, families))
-            if (c, w, alt) == module_setting:
+            if (c, w, alt, lex, lex_c) == module_setting:
                 out_of_fold.append(probs)
         mean = {k: round(sum(r[k] for r in runs) / len(runs), 4) for k in runs[0] if k != "n"}
-        settings.append({"c": c, "zero_shot_weight": w, "alternative_weight": alt, "n": len(rows), **mean})
+        settings.append({"c": c, "zero_shot_weight": w, "alternative_weight": alt, "lexical_weight": lex,
+                         "lexical_c": lex_c, "n": len(rows), **mean})
         print("cv", settings[-1], flush=True)
     result = {"folds": 5, "shuffles": 2, "settings": settings}
     if out_of_fold:
@@ -184,6 +213,7 @@ def main(argv=None) -> int:
     ap.add_argument("--check-sample", action="store_true", help="only verify the labelled ids and splits")
     ap.add_argument("--cv", action="store_true", help="also cross-validate settings on the tuning part")
     ap.add_argument("--write-vectors", action="store_true", help=f"write {cl.VECTORS_FILE.name}")
+    ap.add_argument("--cv-grid", action="store_true", help="cross-validate every row of CV_SETTINGS, not only CV_QUICK")
     ap.add_argument("--cv-only", action="store_true",
                     help="cross-validate on the tuning part, write only that to --out, never score the held-out part")
     ap.add_argument("--cv-results", type=Path, help="include the cross-validation an earlier --cv-only run wrote")
@@ -207,9 +237,11 @@ def main(argv=None) -> int:
                                 bodies=[p.body for p in parsed], name_description_vectors=nd)
     embed_seconds = time.perf_counter() - t0
     vectors = {r.id: v for r, v in zip(labelled, vec_list)}
+    texts = {r.id: cl.lexical_text(p.name, p.description, p.body) for r, p in zip(labelled, parsed)}
     nd_by_id = {r.id: v for r, v in zip(labelled, nd)}
     if args.write_vectors:
         cl.save_labelled_vectors(vectors, signature=embedder.signature)
+        cl.save_labelled_texts(texts)
 
     meta = cl.taxonomy_categories()
     slugs = [m["slug"] for m in meta]
@@ -217,7 +249,7 @@ def main(argv=None) -> int:
     tune = [r for r in labelled if r.split == "tune"]
     heldout = [r for r in labelled if r.split == "heldout"]
 
-    cv = cross_validate(embed, vectors, tune, families) if args.cv or args.cv_only else None
+    cv = cross_validate(embed, vectors, texts, tune, families, CV_SETTINGS if args.cv_grid else CV_QUICK) if args.cv or args.cv_only else None
     if args.cv_only:
         args.out.write_text(json.dumps({"tune_cross_validation": cv, "labels_sha256_16": cl.labels_digest(),
                                         "embedder": embedder.signature}, indent=1) + "\n")
@@ -227,22 +259,25 @@ def main(argv=None) -> int:
 
     descriptions = embed([f"{m['name']}. {m['description']}" for m in meta])
     t0 = time.perf_counter()
-    model = cl.train_default(embed, vectors, exclude={r.id for r in heldout})
+    model = cl.train_default(embed, vectors, labelled_texts=texts, exclude={r.id for r in heldout})
     train_seconds = time.perf_counter() - t0
-    ours = model.classify(np.vstack([vectors[r.id] for r in heldout]))
+    ours = model.classify(np.vstack([vectors[r.id] for r in heldout]), [texts[r.id] for r in heldout])
     baseline = zero_shot(np.vstack([nd_by_id[r.id] for r in heldout]), descriptions, slugs)
     ours_metrics = metrics([c.category for c in ours], heldout, families)
-    first_round = set(draw_order(skills)[:FIRST_ROUND])
-    by_round = {}
-    for name, keep in (("first_300_drawn", lambda r: r.id in first_round), ("next_150_drawn", lambda r: r.id not in first_round)):
-        pairs = [(c, r) for c, r in zip(ours, heldout) if keep(r)]
+    order = draw_order(skills)
+    by_round, start = {}, 0
+    for name, end in ROUNDS:
+        drawn = set(order[start:end])
+        start = end
+        pairs = [(c, r) for c, r in zip(ours, heldout) if r.id in drawn]
         by_round[name] = metrics([c.category for c, _ in pairs], [r for _, r in pairs], families)
     # what classification adds to ingest per skill: the body pieces' embeddings and the model
     # ("name: description" is embedded by ingest anyway, for near-duplicates, so it is not counted)
     sample = parsed[:60]
     t0 = time.perf_counter()
     model.classify(cl.skill_vectors(embed, names=[p.name for p in sample], descriptions=[p.description for p in sample],
-                                    bodies=[p.body for p in sample], name_description_vectors=nd[:60]))
+                                    bodies=[p.body for p in sample], name_description_vectors=nd[:60]),
+                   [cl.lexical_text(p.name, p.description, p.body) for p in sample])
     classify_ms = (time.perf_counter() - t0) * 1000 / len(sample)
     pieces = [len(cl.body_pieces(p.body)) for p in parsed]
     result = {
@@ -254,7 +289,7 @@ def main(argv=None) -> int:
             "labels": str(cl.LABELS_FILE.relative_to(REPO)), "labels_sha256_16": cl.labels_digest(),
             "corpus": str(args.corpus), "labelled": len(labelled), "tune": len(tune), "heldout": len(heldout),
             "drawn": f"random.Random({SAMPLE_SEED}).sample(sorted keys of {len(skills)} readable skills, {SAMPLE_SIZE}), "
-                     f"the first {FIRST_ROUND} labelled first, the rest later; heldout when sha256('{SPLIT_SALT}' + id) % 3 == 0",
+                     f"labelled in rounds {[n for n, _ in ROUNDS]}; heldout when sha256('{SPLIT_SALT}' + id) % 3 == 0",
         },
         "goals": GOALS,
         "heldout": {
@@ -264,11 +299,14 @@ def main(argv=None) -> int:
             "trained_by_confidence": by_confidence(ours, heldout),
             "trained_confidence_under_0_5": round(sum(c.confidence < 0.5 for c in ours) / len(ours), 4),
         },
+        "second_reader": second_reader_agreement(labelled, families),
         "tune_zero_shot_today": metrics(zero_shot(np.vstack([nd_by_id[r.id] for r in tune]), descriptions, slugs), tune, families),
         "goals_met": {k: ours_metrics[k] >= v for k, v in GOALS.items()},
         "settings": {"body_chars": cl.BODY_CHARS, "body_pieces": cl.BODY_PIECES, "c": cl.L2_C,
                      "zero_shot_weight": cl.ZERO_SHOT_WEIGHT, "alternative_weight": cl.ALTERNATIVE_WEIGHT,
-                     "confidence_sharpness": cl.CONFIDENCE_SHARPNESS, "description_repeats": cl.DESCRIPTION_REPEATS},
+                     "confidence_sharpness": cl.CONFIDENCE_SHARPNESS, "description_repeats": cl.DESCRIPTION_REPEATS,
+                     "lexical_weight": cl.LEXICAL_WEIGHT, "lexical_c": cl.LEXICAL_C,
+                     "lexical_body_chars": cl.LEXICAL_BODY_CHARS, "lexical_features": cl.LEXICAL_FEATURES},
         "seconds": {f"embed_{len(labelled)}_skills": round(embed_seconds, 2), "train": round(train_seconds, 2)},
         "classify_ms_per_skill": round(classify_ms, 1),
         "body_pieces_embedded_per_skill": round(sum(pieces) / len(pieces), 2),

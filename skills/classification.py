@@ -8,7 +8,9 @@ regression is trained on the hand-labelled skills (`labels/openclaw-categories.j
 acceptable alternatives at a lower weight), hand-written category examples
 (`labels/category_examples.json`) and the taxonomy's own descriptions, and its probabilities are
 blended with the zero-shot similarity to the category descriptions, which keeps categories with
-few labelled skills reachable, then sharpened so the top one reads as a confidence. Measured by
+few labelled skills reachable. A second, lexical model (TF-IDF of words and word pairs, logistic
+regression) reads the skill's own words, product and tool names the sentence embedding blurs, and
+is blended in; the result is sharpened so the top category reads as a confidence. Measured by
 `bench/category_accuracy.py`.
 
 Optional LLM stage (`llm_classify`): when an endpoint is configured, a skill goes to the model
@@ -20,6 +22,7 @@ Django; the caller chooses the embedder (normally `skills.services.embed`).
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
@@ -38,6 +41,8 @@ EXAMPLES_FILE = LABELS_DIR / "category_examples.json"
 # The labelled skills' vectors, written by `bench/category_accuracy.py --write-vectors`, so the
 # classifier trains where the corpus is absent. float16 halves the file at no cost to accuracy.
 VECTORS_FILE = LABELS_DIR / "openclaw-categories.vectors.npz"
+# The labelled skills' lexical texts (`lexical_text`), written beside the vectors for the same reason.
+TEXTS_FILE = LABELS_DIR / "openclaw-categories.texts.jsonl.gz"
 TAXONOMY_FILE = Path(__file__).resolve().parent / "taxonomy.json"
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 LLM_STAGE = "classify_category"
@@ -59,6 +64,14 @@ ALTERNATIVE_WEIGHT = 0.3
 # match how often it is the label, on cross-validation of the tuning part (bench --cv).
 CONFIDENCE_SHARPNESS = 1.75
 DESCRIPTION_REPEATS = 2  # each taxonomy description counts as this many labelled examples
+# The lexical model: its share of the final blend, its inverse regularisation strength, and how much
+# of the body it reads (all by cross-validation on the tuning part; bench/results/category_accuracy.md).
+LEXICAL_WEIGHT = 0.25
+LEXICAL_C = 100.0
+LEXICAL_BODY_CHARS = 3000
+# The most frequent words and word pairs kept: 10,000 scores as well as 50,000 on cross-validation
+# and trains in about half the time (training happens once per process).
+LEXICAL_FEATURES = 10_000
 
 
 @dataclass(frozen=True)
@@ -108,6 +121,13 @@ def body_pieces(body: str) -> list[str]:
     prose = body_head(body, BODY_CHARS * BODY_PIECES)
     pieces = [prose[i:i + BODY_CHARS] for i in range(0, len(prose), BODY_CHARS)]
     return pieces[:1] + [p for p in pieces[1:] if len(p) >= MIN_PIECE_CHARS]
+
+
+def lexical_text(name: str, description: str, body: str) -> str:
+    """What the lexical model reads: name and description twice (they say what the skill is for, and
+    the body is longer), then the start of the body as written, code included, since a command or
+    a package name is often the clearest sign of what a skill does."""
+    return f"{name} {description} {name} {description} {(body or '')[:LEXICAL_BODY_CHARS]}"
 
 
 def combine(name_description_vectors: np.ndarray, *body_vectors: np.ndarray) -> np.ndarray:
@@ -175,6 +195,21 @@ def save_labelled_vectors(vectors: dict[str, np.ndarray], *, signature: str, pat
                         signature=np.array(signature), labels=np.array(labels_digest()))
 
 
+def save_labelled_texts(texts: dict[str, str], path: Path = TEXTS_FILE) -> None:
+    # mtime 0 so rewriting the same texts gives the same bytes (and no spurious git change)
+    with gzip.GzipFile(path, "wb", mtime=0) as fh:
+        for i in sorted(texts):
+            fh.write((json.dumps({"id": i, "text": texts[i]}, ensure_ascii=False) + "\n").encode())
+
+
+def load_labelled_texts(path: Path = TEXTS_FILE) -> dict[str, str]:
+    """Stored lexical texts by skill id; empty when the file is absent (the lexical model is then off)."""
+    if not Path(path).exists():
+        return {}
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return {r["id"]: r["text"] for r in map(json.loads, fh) if r}
+
+
 def load_labelled_vectors(path: Path = VECTORS_FILE) -> tuple[dict[str, np.ndarray], str]:
     """Stored vectors by skill id, and the embedder signature that produced them."""
     with np.load(path) as data:
@@ -219,6 +254,46 @@ def fit_softmax_regression(
     return w, b
 
 
+_WORD = r"(?u)\b[a-zA-Z][a-zA-Z0-9_+.-]{1,}\b"  # words and names such as "ffmpeg", "yt-dlp", "c++", "next.js"
+
+
+@dataclass
+class LexicalModel:
+    """TF-IDF over words and word pairs, fed to a multinomial logistic regression (scikit-learn).
+    Categories no labelled skill has get probability 0 here; the embedding side keeps them reachable."""
+    vectorizer: object
+    regression: object
+    n_classes: int
+
+    @classmethod
+    def train(cls, texts: Sequence[str], labels: Sequence[int], n_classes: int, *, extra: Sequence[tuple[int, int]] = (),
+              extra_weight: float = ALTERNATIVE_WEIGHT, c: float = LEXICAL_C) -> "LexicalModel":
+        """`extra` holds (row, label) pairs trained again at `extra_weight`: the acceptable alternatives."""
+        from scipy import sparse
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression
+
+        vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=_WORD,
+                                     max_features=LEXICAL_FEATURES)
+        x = vectorizer.fit_transform(texts)
+        y, weights = list(labels), [1.0] * len(labels)
+        if extra and extra_weight > 0:
+            x = sparse.vstack([x, x[[i for i, _ in extra]]])
+            y += [k for _, k in extra]
+            weights += [extra_weight] * len(extra)
+        # newton-cg needs ~10 steps where lbfgs needs ~90 and is several times faster here; a looser
+        # tolerance than the default moves no cross-validated figure by more than a skill or two
+        regression = LogisticRegression(C=c, solver="newton-cg", tol=1e-3, max_iter=500)
+        regression.fit(x, y, sample_weight=weights)
+        return cls(vectorizer=vectorizer, regression=regression, n_classes=n_classes)
+
+    def probabilities(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.n_classes))
+        if len(texts):
+            out[:, self.regression.classes_] = self.regression.predict_proba(self.vectorizer.transform(list(texts)))
+        return out
+
+
 @dataclass
 class Classifier:
     slugs: list[str]
@@ -228,6 +303,8 @@ class Classifier:
     bias: np.ndarray
     zero_shot_weight: float = ZERO_SHOT_WEIGHT
     sharpness: float = CONFIDENCE_SHARPNESS
+    lexical: LexicalModel | None = None  # None when trained without texts
+    lexical_weight: float = LEXICAL_WEIGHT
 
     @classmethod
     def train(
@@ -235,11 +312,13 @@ class Classifier:
         alternatives: Sequence[Sequence[str]] = (), categories_meta: list[dict] | None = None,
         example_texts: dict[str, list[str]] | None = None, c: float = L2_C,
         zero_shot_weight: float = ZERO_SHOT_WEIGHT, alternative_weight: float = ALTERNATIVE_WEIGHT,
-        sharpness: float = CONFIDENCE_SHARPNESS,
+        sharpness: float = CONFIDENCE_SHARPNESS, texts: Sequence[str] | None = None,
+        lexical_weight: float = LEXICAL_WEIGHT, lexical_c: float = LEXICAL_C,
     ) -> "Classifier":
         """Train on labelled skill `vectors` (from `skill_vectors`) with their `categories` (and,
         at `alternative_weight`, their acceptable `alternatives`, one sequence per skill), plus the
-        taxonomy descriptions and the hand-written category examples (embedded here)."""
+        taxonomy descriptions and the hand-written category examples (embedded here). With the
+        labelled skills' `texts` (`lexical_text`, one per vector) the lexical model is trained too."""
         meta = categories_meta if categories_meta is not None else taxonomy_categories()
         examples = example_texts if example_texts is not None else category_example_texts()
         slugs = [m["slug"] for m in meta]
@@ -262,24 +341,37 @@ class Classifier:
                 weights.append(np.full(len(extra), alternative_weight))
         w, b = fit_softmax_regression(np.vstack(parts), np.concatenate(labels), len(slugs), c=c,
                                       sample_weight=np.concatenate(weights))
+        lexical = None
+        if texts is not None and len(categories) and lexical_weight > 0:
+            if len(texts) != len(categories):
+                raise ValueError(f"{len(texts)} texts for {len(categories)} labelled skills")
+            lexical = LexicalModel.train(
+                texts, [index[s] for s in categories], len(slugs), extra_weight=alternative_weight, c=lexical_c,
+                extra=[(i, index[s]) for i, alts in enumerate(alternatives) for s in alts if s in index])
         return cls(slugs=slugs, families={m["slug"]: m["family"] for m in meta}, description_vectors=descriptions,
-                   weights=w, bias=b, zero_shot_weight=zero_shot_weight, sharpness=sharpness)
+                   weights=w, bias=b, zero_shot_weight=zero_shot_weight, sharpness=sharpness,
+                   lexical=lexical, lexical_weight=lexical_weight)
 
-    def probabilities(self, vectors: np.ndarray) -> np.ndarray:
-        """(n_skills, n_categories) blended, then sharpened probabilities; each row sums to 1."""
+    def probabilities(self, vectors: np.ndarray, texts: Sequence[str] | None = None) -> np.ndarray:
+        """(n_skills, n_categories) blended, then sharpened probabilities; each row sums to 1.
+        `texts` (`lexical_text` of each skill) bring in the lexical model when it was trained."""
         v = np.asarray(vectors, np.float64)
         if len(v) == 0:
             return np.zeros((0, len(self.slugs)))
         trained = _softmax(v @ self.weights + self.bias)
         zero_shot = _softmax((v @ self.description_vectors.T) / ZERO_SHOT_TEMPERATURE)
         blended = (1 - self.zero_shot_weight) * trained + self.zero_shot_weight * zero_shot
+        if self.lexical is not None and texts is not None:
+            if len(texts) != len(v):
+                raise ValueError(f"{len(texts)} texts for {len(v)} vectors")
+            blended = (1 - self.lexical_weight) * blended + self.lexical_weight * self.lexical.probabilities(texts)
         if self.sharpness == 1.0:
             return blended
         sharpened = blended ** self.sharpness  # the order of categories is unchanged
         return sharpened / sharpened.sum(axis=1, keepdims=True)
 
-    def classify(self, vectors: np.ndarray) -> list[Classification]:
-        probs = self.probabilities(vectors)
+    def classify(self, vectors: np.ndarray, texts: Sequence[str] | None = None) -> list[Classification]:
+        probs = self.probabilities(vectors, texts)
         out = []
         for row in probs:
             first, second = np.argsort(-row)[:2]
@@ -290,21 +382,25 @@ class Classifier:
         return out
 
 
-def train_default(embed: Embed, labelled_vectors: dict[str, np.ndarray], *, exclude: Iterable[str] = ()) -> Classifier:
+def train_default(
+    embed: Embed, labelled_vectors: dict[str, np.ndarray], *, labelled_texts: dict[str, str] | None = None,
+    exclude: Iterable[str] = (),
+) -> Classifier:
     """The production classifier: every labelled skill whose vector is given, minus `exclude`
-    (the held-out ids when measuring)."""
+    (the held-out ids when measuring); the lexical model too when every such skill has a text."""
     skip = set(exclude)
     rows = [r for r in load_labelled() if r.id in labelled_vectors and r.id not in skip]
     vectors = np.vstack([labelled_vectors[r.id] for r in rows]) if rows else None
+    texts = [labelled_texts[r.id] for r in rows] if labelled_texts and all(r.id in labelled_texts for r in rows) else None
     return Classifier.train(embed, vectors=vectors, categories=[r.category for r in rows],
-                            alternatives=[r.also for r in rows])
+                            alternatives=[r.also for r in rows], texts=texts)
 
 
 def default_classifier(embed: Embed) -> Classifier:
-    """Trained on every labelled skill from the stored vectors; vectors of another backend of the
-    same model differ by ~1% in cosine, which the classifier does not notice."""
+    """Trained on every labelled skill from the stored vectors and texts; vectors of another backend
+    of the same model differ by ~1% in cosine, which the classifier does not notice."""
     vectors, _signature = load_labelled_vectors()
-    return train_default(embed, vectors)
+    return train_default(embed, vectors, labelled_texts=load_labelled_texts())
 
 
 def classify(
@@ -312,7 +408,8 @@ def classify(
     classifier: Classifier,
 ) -> list[Classification]:
     """Category, confidence and runner-up for each skill."""
-    return classifier.classify(skill_vectors(embed, names=names, descriptions=descriptions, bodies=bodies))
+    vectors = skill_vectors(embed, names=names, descriptions=descriptions, bodies=bodies)
+    return classifier.classify(vectors, [lexical_text(n, d, b) for n, d, b in zip(names, descriptions, bodies)])
 
 
 # --- optional LLM stage ------------------------------------------------------------------------
