@@ -405,10 +405,12 @@ def default_classifier(embed: Embed) -> Classifier:
 
 def classify(
     embed: Embed, *, names: Sequence[str], descriptions: Sequence[str], bodies: Sequence[str],
-    classifier: Classifier,
+    classifier: Classifier, name_description_vectors: np.ndarray | None = None,
 ) -> list[Classification]:
-    """Category, confidence and runner-up for each skill."""
-    vectors = skill_vectors(embed, names=names, descriptions=descriptions, bodies=bodies)
+    """Category, confidence and runner-up for each skill; pass `name_description_vectors` when
+    they are already embedded (ingest has them from near-duplicate detection)."""
+    vectors = skill_vectors(embed, names=names, descriptions=descriptions, bodies=bodies,
+                            name_description_vectors=name_description_vectors)
     return classifier.classify(vectors, [lexical_text(n, d, b) for n, d, b in zip(names, descriptions, bodies)])
 
 

@@ -81,10 +81,8 @@ def category_ids() -> dict[str, int]:
 
 
 def classify_skills(*, names, descriptions, bodies, name_description_vectors) -> list[classification.Classification]:
-    vectors = classification.skill_vectors(services.embed, names=names, descriptions=descriptions, bodies=bodies,
-                                           name_description_vectors=name_description_vectors)
-    texts = [classification.lexical_text(n, d, b) for n, d, b in zip(names, descriptions, bodies)]
-    return classifier().classify(vectors, texts)
+    return classification.classify(services.embed, names=names, descriptions=descriptions, bodies=bodies,
+                                   classifier=classifier(), name_description_vectors=name_description_vectors)
 
 
 def category_fields(result: classification.Classification | None, ids: dict[str, int]) -> dict:
