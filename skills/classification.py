@@ -44,6 +44,8 @@ VECTORS_FILE = LABELS_DIR / "openclaw-categories.vectors.npz"
 # The labelled skills' lexical texts (`lexical_text`), written beside the vectors for the same reason.
 TEXTS_FILE = LABELS_DIR / "openclaw-categories.texts.jsonl.gz"
 TAXONOMY_FILE = Path(__file__).resolve().parent / "taxonomy.json"
+# Scientific skills written for a sanity check (the corpus has almost none): see labels/README.md.
+SCIENCE_PROBE_FILE = LABELS_DIR / "science-probe.jsonl"
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 LLM_STAGE = "classify_category"
 
@@ -183,6 +185,17 @@ def load_labelled(path: Path = LABELS_FILE) -> list[LabelledSkill]:
             r = json.loads(line)
             rows.append(LabelledSkill(id=r["id"], category=r["category"], also=tuple(r.get("also", ())), split=r["split"]))
     return rows
+
+
+def load_science_probe(path: Path = SCIENCE_PROBE_FILE) -> list[tuple[LabelledSkill, dict]]:
+    """The hand-written scientific skills with their labels: (label, {name, description, body})."""
+    out = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            out.append((LabelledSkill(id=r["name"], category=r["category"], also=tuple(r.get("also", ())), split="probe"),
+                        {k: r[k] for k in ("name", "description", "body")}))
+    return out
 
 
 def labels_digest(path: Path = LABELS_FILE) -> str:

@@ -300,3 +300,20 @@ def test_the_llm_prompt_carries_every_category_and_the_guidelines():
     assert prompt.placeholders == {"categories", "guidelines", "name", "description", "body", "candidates"}
     guidelines = cl.labelling_guidelines()
     assert "**Money.**" in guidelines and "**Documents.**" in guidelines
+
+
+SCIENCE_FAMILY_FLOOR = 0.8  # 18 of 20 on 2026-12-02, 13 of 20 before the scientific examples (bench/results/category_accuracy.md)
+
+
+def test_scientific_skills_land_in_the_data_family_not_in_audio_or_deployment(embed):
+    """Scientific libraries once went to audio, deployment or MCP; the corpus has almost none, so a
+    hand-written probe (skills/labels/science-probe.jsonl) checks where they go now."""
+    probe = cl.load_science_probe()
+    model = cl.default_classifier(embed)
+    results = cl.classify(embed, names=[s["name"] for _, s in probe], descriptions=[s["description"] for _, s in probe],
+                          bodies=[s["body"] for _, s in probe], classifier=model)
+    families = {c["slug"]: c["family"] for c in cl.taxonomy_categories()}
+    right = sum(families[c.category] == families[r.category] for (r, _), c in zip(probe, results))
+    assert right / len(probe) >= SCIENCE_FAMILY_FLOOR, [(r.id, c.category) for (r, _), c in zip(probe, results)]
+    assert not any(c.category in {"audio-speech-and-music", "deployment-containers-and-devops", "mcp-and-external-tools"}
+                   for c in results)
