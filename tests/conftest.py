@@ -87,6 +87,19 @@ def demo_corpus_copy(tmp_path):
     return target
 
 
+def replay_demo_synthesis():
+    """Ingest the demo corpus and run the demo's synthesis inline from the bundled cassette, with the
+    limits `facet demo` uses; the finished run."""
+    from facet_site.management.commands.demo import DEMO_CASSETTE, DEMO_LIMITS
+    from scenarios import services
+    from skills import services as skill_services
+
+    skill_services.ingest_path(DEMO_CORPUS, label="demo-corpus")
+    run = services.start_run(name="demo", enqueue=False, trusted=True, config={
+        "limits": DEMO_LIMITS, "llm": {"provider": "replay", "cassette": str(DEMO_CASSETTE), "model": "scripted-demo"}})
+    return services.execute_run_inline(run.pk)
+
+
 def database_url() -> str:
     """The test database as a URL, for processes the tests start (Celery workers)."""
     from django.db import connection

@@ -2,22 +2,15 @@
 import pytest
 
 from scenarios import services
-from skills import services as skill_services
-from facet_site.management.commands.demo import DEMO_LIMITS
-from tests.conftest import DEMO_CORPUS, REPO
+from tests.conftest import replay_demo_synthesis
 
 from .conftest import login
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-DEMO_CASSETTE = REPO / "scenarios" / "fixtures" / "demo.cassette.jsonl"
-
 
 def test_the_bundled_demo_run_replays_and_its_scenarios_can_be_read(page):
-    skill_services.ingest_path(DEMO_CORPUS, label="demo-corpus")
-    run = services.start_run(name="demo", enqueue=False, trusted=True, config={
-        "limits": DEMO_LIMITS, "llm": {"provider": "replay", "cassette": str(DEMO_CASSETTE), "model": "scripted-demo"}})
-    run = services.execute_run_inline(run.pk)
+    run = replay_demo_synthesis()
     progress = services.run_progress(run)
     assert run.message == "Finished." and progress["accepted_pairs"] == 8 and progress["consistent_scenarios"] == 8
 
