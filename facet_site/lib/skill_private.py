@@ -88,6 +88,7 @@ _REQUIRE_BEFORE = re.compile(
 )
 _DEPENDS_AFTER = re.compile(r"^\)?\s*(?:is\s+|are\s+)?(?:required|needed)\b")
 _ONLY_AFTER = re.compile(r"^\s*only\b")
+_FIRST_AFTER = re.compile(r"^\s*(?:first|beforehand|before\s+(?:using|running|you\s+start))\b(?!\s*\?)")  # "sign in with your account first"
 _REQUIREMENTS_HEADING = re.compile(r"requirement|prerequisite|what you(?:'ll)? need|before you (?:start|begin)", re.I)
 _NEGATION_BEFORE = re.compile(r"\b(?:no|not|without|free|never|don'?t|doesn'?t|isn'?t)\b[^.\n]{0,40}$", re.I)
 _NEGATION_AFTER = re.compile(r"^[^.\n]{0,30}\b(?:not\s+(?:required|needed|necessary)|optional|needed\?\s*no)\b", re.I)
@@ -146,6 +147,9 @@ def _secret_requirements(skill: ParsedSkill, docs: list[SkillDoc]) -> skill_requ
                     found.append(Requirement(name, f"requires secret {name}", clip(m.group(0)),
                                              body_doc.path, body_doc.line_no(m.start()), "code"))
         for req in skill_requirements.prose_requirements(body, path=body_doc.path, first_line=body_doc.first_line):
+            if req.optional_because and _is_secret_name(req.name, declared=True):
+                found.append(req)  # a table's "not required" settles the variable wherever it was found
+                continue
             if req.name not in reported and (req.name == "API key" or _is_secret_name(req.name, declared=True)):
                 reported.add(req.name)
                 found.append(req)
@@ -226,7 +230,7 @@ def _accounts(doc: SkillDoc, out: list[Finding]) -> None:
         if not paid and not word.startswith(_LOGIN_NOUNS):
             continue  # "plan", "tier" alone are not a dependence
         need = _REQUIRE_BEFORE.search(before)
-        required_after = _DEPENDS_AFTER.match(after) or (paid and _ONLY_AFTER.match(after))
+        required_after = _DEPENDS_AFTER.match(after) or (paid and _ONLY_AFTER.match(after)) or _FIRST_AFTER.match(after)
         in_requirements = doc.markdown and any(_REQUIREMENTS_HEADING.search(h) for h in doc.headings_above(m.start()))
         if not (need or required_after or in_requirements):
             continue

@@ -6,7 +6,11 @@ the requirements stated only in prose and decides which are really required:
 
 * Prose: "Needs env: OPENAI_API_KEY", "Required environment variables: A_TOKEN, B_SECRET",
   "API key (required)", "requires an API key", "you'll need a personal access token",
-  "an API key is required". A negation on the line ("no API key required") is not a requirement.
+  "an API key is required", "create an API key", "you must set `NOTION_TOKEN`", "save it as
+  `LINEAR_API_KEY`". A negation on the line ("no API key required") is not a requirement.
+* Tables: a Markdown table with a "Required" (or "Mandatory") column lists a variable as required
+  when its cell says yes, required, true or a check mark, and as optional when it says no or
+  optional (which then holds for every other mention of the variable).
 * Optional: the requirement's line, or any line that names the same variable, says optional,
   "if you have", "if available/set/provided", "not required", "for higher rate limits" ... .
 * A no-key path: the skill says it works without a key anywhere ("free mode", "no API key
@@ -46,10 +50,25 @@ _PROSE_KEY = re.compile(
     rf"\b{_KEY_NOUN}\s*\(\s*(?:required|mandatory)\s*\)"
     rf"|\b(?:requires?|needs?|you(?:'ll|\s+will)?\s+need|must\s+(?:have|set|provide|supply))\s+(?:an?\s+|your\s+|the\s+)?"
     rf"(?:[\w.-]+\s+){{0,2}}?{_KEY_NOUN}\b"
-    rf"|\b{_KEY_NOUN}\s+(?:is|are)\s+(?:required|mandatory|needed)\b",
+    rf"|\b{_KEY_NOUN}\s+(?:is|are)\s+(?:required|mandatory|needed)\b"
+    rf"|\b(?:create|generate|obtain|get|grab|request)\s+(?:an?\s+|your\s+(?:own\s+)?|the\s+)?(?:[\w.-]+\s+){{0,2}}?{_KEY_NOUN}\b",
     re.I,
 )
+# "you must set `NOTION_TOKEN`", "make sure to export X", "save it as `X`": a named variable the
+# skill cannot run without (the caller keeps only secret-shaped names).
+_PROSE_SET = re.compile(
+    r"\b(?i:must|need\s+to|have\s+to|required\s+to|be\s+sure\s+to|make\s+sure\s+(?:to|you)|remember\s+to)\s+"
+    r"(?i:first\s+)?(?i:set|export|provide|configure|define|add)\s+(?i:the\s+|your\s+|an?\s+)?`?\$?([A-Z][A-Z0-9_]{2,})`?"
+    r"|\b(?i:save|store|put|set|export|add)\s+(?i:it|this|the\s+(?:key|token|secret))\s+(?i:as|in|to|into)\s+"
+    r"(?i:the\s+|your\s+|an?\s+)?(?i:env(?:ironment)?\s+var(?:iable)?\s+)?`?\$?([A-Z][A-Z0-9_]{2,})`?"
+)
+_TABLE_ROW = re.compile(r"^\s*\|(.+)\|\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}")
+_REQUIRED_HEADER = re.compile(r"^\s*(?:required|mandatory|req\.?|needed)\??\s*$", re.I)
+_YES_CELL = re.compile(r"^\s*(?:\*\*)?(?:yes|y|required|mandatory|true|x|✓|✔|✔️|✅)(?:\*\*)?\s*$", re.I)
+_NO_CELL = re.compile(r"^\s*(?:\*\*)?(?:no|n|optional|false|-|—|✗|❌)(?:\*\*)?\s*(?:\(.*\))?\s*$", re.I)
 _NAME = re.compile(r"[A-Z][A-Z0-9_]{2,}")
+_SECRETISH = re.compile(r"KEY|TOKEN|SECRET|PASS|AUTH|CREDENTIAL|PAT\b")
 _EVIDENCE_CHARS = 120
 
 
@@ -96,14 +115,40 @@ def _lines(text: str) -> list[str]:
 
 
 def prose_requirements(body: str, *, path: str, first_line: int) -> list[Requirement]:
-    """Requirements stated in the body's prose ("Needs env: X", "API key (required)")."""
+    """Requirements stated in the body's prose ("Needs env: X", "API key (required)") and in
+    tables with a Required column (a "no" there is returned as an optional requirement)."""
     out: list[Requirement] = []
+    required_column = -1  # index of the Required column of the table being read, or -1
     for i, line in enumerate(_lines(body)):
+        if row := _TABLE_ROW.match(line):
+            cells = row.group(1).split("|")
+            if _TABLE_RULE.match(line):
+                continue
+            header = [j for j, c in enumerate(cells) if _REQUIRED_HEADER.match(c.strip("*` "))]
+            if header:
+                required_column = header[0]
+                continue
+            if 0 <= required_column < len(cells):
+                cell = cells[required_column]
+                others = " ".join(c for j, c in enumerate(cells) if j != required_column)
+                for name in dict.fromkeys(_NAME.findall(others)):
+                    if _YES_CELL.match(cell):
+                        out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose"))
+                    elif _NO_CELL.match(cell):
+                        out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose",
+                                               required=False, optional_because="its table row says it is not required"))
+            continue
+        required_column = -1
+        for m in _PROSE_SET.finditer(line):
+            name = m.group(1) or m.group(2)
+            if not _NEGATED.search(line[max(0, m.start() - 30):m.start()]):
+                out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose"))
         if "env" in line.lower():
             for m in _PROSE_ENV.finditer(line):
                 for name in _NAME.findall(m.group(1)):
                     out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose"))
-        for m in _PROSE_KEY.finditer(line):
+        named_here = any(r.line == first_line + i and _SECRETISH.search(r.name) for r in out)
+        for m in _PROSE_KEY.finditer(line) if not named_here else ():  # the line names the variable already
             if _NEGATED.search(line[max(0, m.start() - 30):m.end()]):
                 continue  # "no API key required", "does not need an API key"
             out.append(Requirement("API key", "requires an API key (stated in prose)", _clip(m.group(0)), path,
@@ -124,14 +169,19 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]]) -> Req
                 no_key = (path, first + i, _clip(m.group(0)))
     items = []
     seen: set[tuple[str, str]] = set()
+    # A table that says a variable is not required settles it for its other mentions too.
+    said_optional = {r.name: r.optional_because for r in found if r.optional_because}
+    named_elsewhere = {r.name for r in found if not r.optional_because}
     for req in found:
         if (req.name, req.source) in seen and req.name != "API key":
             continue
+        if req.optional_because and req.name in named_elsewhere:
+            continue  # recorded once, where the variable is used, as optional
         seen.add((req.name, req.source))
-        why = ""
+        why = said_optional.get(req.name, "")
         mentions = [ln for _, _, ln in lines if req.name in ln] if req.name != "API key" else []
         own = [ln for p, n, ln in lines if p == req.path and n == req.line]
-        for text in own + mentions:
+        for text in own + mentions if not why else ():
             if m := OPTIONAL.search(text):
                 why = f"said to be optional: “{_clip(m.group(0))}”"
                 break

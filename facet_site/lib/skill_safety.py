@@ -15,7 +15,8 @@ How a rule decides (all conditions are fields of the rule in the data file):
   credential read only counts with a network send close by).
 * `unless`: the rule stays quiet when the match's line(s) match one of these.
 * `url_levels`: the pattern's `url` group is classified as `local`, `raw_ip`, `plain_http`,
-  `allowlisted` (https from a vendor host in `[allowlist]`) or `unlisted`; the rule fires only for
+  `allowlisted` (https from a vendor host in `[allowlist]`), `throwaway` (a host in `[hosts]`:
+  shorteners, tunnels, paste and file drops) or `unlisted`; the rule fires only for
   the classes it names, at the level it gives each. So `curl https://get.docker.com | sh` stays
   clean, the same command from a raw IP or over plain http is unsafe, from another host suspicious.
 * `outside_fences`: hidden-text rules (HTML comments) ignore what a fenced block shows openly.
@@ -328,7 +329,7 @@ def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bo
             for m in (x for a, b in spans for x in pattern.finditer(text, a, b)):
                 level = rule.level
                 if rule.url_levels:
-                    level = rule.url_levels.get(classify_url(m.group("url") or "", rs.allowlist))
+                    level = rule.url_levels.get(classify_url(m.group("url") or "", rs.allowlist, rs.throwaway))
                     if level is None:
                         continue
                 first = bisect.bisect_right(starts, m.start()) - 1

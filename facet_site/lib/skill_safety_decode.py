@@ -1,7 +1,9 @@
 """Decoding of encoded text in skills for the safety scanner, Django-free.
 
-`decode_tree(text)` finds base64 runs, `\\xNN` and bare hex strings, %-encoded runs and Unicode
-tag characters in `text`, decodes those that read as text, and decodes the results again up to
+`decode_tree(text)` finds base64 runs (UTF-8, or UTF-16LE as PowerShell's `-EncodedCommand` takes
+them), `\\xNN` and bare hex strings, %-encoded runs and Unicode tag characters in `text`, and lines
+with zero-width characters (which split words so that no phrase rule matches; the line is read
+again without them), decodes those that read as text, and decodes the results again up to
 `MAX_DECODE_DEPTH` levels. Each `Layer` keeps the span of the outermost encoded text, so a finding
 in decoded text is reported where the encoded text stands.
 """
@@ -32,6 +34,9 @@ _HEX_BARE = re.compile(r"(?:[0-9a-fA-F]{2}){10,}")
 _PCT = re.compile(r"(?:%[0-9A-Fa-f]{2}[^\s%]{0,3}){6,}")
 _TAGS = re.compile("[\U000E0020-\U000E007F]+")
 _FLAG_BASE = "\U0001F3F4"  # a waving black flag followed by tags is a subdivision flag emoji
+# Zero-width and bidirectional-control characters; the joiners (U+200C/D) only beside ASCII, since
+# emoji sequences and Indic scripts use them legitimately.
+_ZERO_WIDTH = re.compile("[\u200b\u2060-\u2064\u180e\u202a-\u202e\u2066-\u2069\ufeff]|(?<=[\x21-\x7e])[\u200c\u200d]|[\u200c\u200d](?=[\x21-\x7e])")
 
 
 def decode_tree(text: str, depth: int) -> list[Layer]:
@@ -53,6 +58,12 @@ def _decodings(text: str):
             if m.start() > 0 and text[m.start() - 1] == _FLAG_BASE:
                 continue
             yield "unicode tags", m.start(), m.end(), "".join(chr(ord(c) - 0xE0000) for c in m.group(0))
+        start = 0
+        for line in text.splitlines(keepends=True):
+            stripped = _ZERO_WIDTH.sub("", line)
+            if stripped != line and stripped.strip():
+                yield "zero-width removed", start, start + len(line.rstrip("\r\n")), stripped.rstrip("\r\n")
+            start += len(line)
     for m in _B64.finditer(text):
         token = m.group(0)
         if budget <= 0:
@@ -91,6 +102,9 @@ def _b64(token: str) -> str:
         raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
     except (binascii.Error, ValueError):
         return ""
+    if len(raw) >= 12 and raw[1::2].count(0) >= 0.9 * (len(raw) // 2):
+        # UTF-16LE: ASCII text with a zero after every byte, what `powershell -EncodedCommand` runs
+        return _printable(raw[: len(raw) // 2 * 2].decode("utf-16-le", "replace").encode("utf-8"))
     return _printable(raw)
 
 

@@ -24,7 +24,7 @@ CLEAN, SUSPICIOUS, UNSAFE = "clean", "suspicious", "unsafe"
 LEVELS = (CLEAN, SUSPICIOUS, UNSAFE)
 _RANK = {CLEAN: 0, SUSPICIOUS: 1, UNSAFE: 2}
 RULES_PATH = Path(__file__).with_name("safety_rules.toml")
-URL_CLASSES = frozenset({"local", "raw_ip", "plain_http", "allowlisted", "unlisted"})
+URL_CLASSES = frozenset({"local", "raw_ip", "plain_http", "allowlisted", "throwaway", "unlisted"})
 
 
 def worst_level(levels: Iterable[str]) -> str:
@@ -55,6 +55,7 @@ class Rule:
 class RuleSet:
     rules: tuple[Rule, ...]
     allowlist: tuple[tuple[str, str], ...]  # (host, path prefix) of official installers
+    throwaway: tuple[str, ...]  # hosts anyone can point anywhere: shorteners, tunnels, paste and file drops
     example_labels: re.Pattern
     warning_labels: re.Pattern
     command_line: re.Pattern  # a line of a fenced block that is a shell command
@@ -144,13 +145,14 @@ def _parse_rules(data: dict) -> RuleSet:
     for entry in data.get("allowlist", {}).get("installers", ()):
         host, _, prefix = entry.lower().partition("/")
         allow.append((host, "/" + prefix if prefix else ""))
+    throwaway = tuple(h.lower().strip(".") for h in data.get("hosts", {}).get("throwaway", ()))
     ctx = data.get("context", {})
 
     def words(key: str) -> re.Pattern:
         return re.compile(r"(?<!\w)(?:" + "|".join(ctx.get(key, ["(?!)"])) + r")(?!\w)", re.IGNORECASE)
 
     return RuleSet(
-        rules=tuple(rules), allowlist=tuple(allow),
+        rules=tuple(rules), allowlist=tuple(allow), throwaway=throwaway,
         example_labels=words("example_labels"), warning_labels=words("warning_labels"),
         command_line=re.compile(ctx.get("command_line", "(?!)"), re.IGNORECASE | re.MULTILINE),
         executes=re.compile(ctx.get("executes", "(?!)"), re.IGNORECASE), setup_headings=words("setup_headings"),
@@ -162,8 +164,9 @@ def _parse_rules(data: dict) -> RuleSet:
 
 
 
-def classify_url(url: str, allowlist: Iterable[tuple[str, str]] = ()) -> str:
-    """local, raw_ip, plain_http, allowlisted (https from a vendor installer host) or unlisted."""
+def classify_url(url: str, allowlist: Iterable[tuple[str, str]] = (), throwaway: Iterable[str] = ()) -> str:
+    """local, raw_ip, plain_http, allowlisted (https from a vendor installer host), throwaway (a
+    URL shortener, tunnel, paste or file-drop host, which hides who serves the file) or unlisted."""
     try:
         parts = urllib.parse.urlsplit(url.strip("'\"`"))
         host = (parts.hostname or "").lower().rstrip(".")
@@ -180,6 +183,8 @@ def classify_url(url: str, allowlist: Iterable[tuple[str, str]] = ()) -> str:
         return "local" if local else "raw_ip"
     if host == "localhost" or host.endswith(".localhost") or host.endswith(".local"):
         return "local"
+    if any(host == t or host.endswith("." + t) for t in throwaway):
+        return "throwaway"  # before plain http: over either scheme the file behind it can change at any time
     if parts.scheme.lower() == "http":
         return "plain_http"
     path = parts.path or "/"

@@ -283,6 +283,7 @@ def test_localhost_is_fine_when_the_skill_starts_the_server(tmp_path):
         ("You must be logged in to the dashboard first.", "requires an account or login"),
         ("## Requirements\n\n- A Spotify Premium account", "requires a paid account"),
         ("## Prerequisites\n\n- GitHub account", "requires an account or login"),
+        ("Run `example-cli login` and sign in with your Google account first.", "requires an account or login"),
     ],
 )
 def test_account_dependence(tmp_path, text, reason):
@@ -417,6 +418,11 @@ def test_a_declared_key_without_optional_wording_stays_required(tmp_path):
         ("- API key (required): create one in the dashboard.", "requires an API key (stated in prose)", 11),
         ("You'll need a personal access token from the settings page.", "requires an API key (stated in prose)", 11),
         ("An API key is required for every call.", "requires an API key (stated in prose)", 11),
+        ("You must set `NOTION_TOKEN` before using this skill.", "requires secret NOTION_TOKEN", 11),
+        ("Create an API key in the dashboard and save it as `LINEAR_API_KEY`.", "requires secret LINEAR_API_KEY", 11),
+        ("1. Generate your API key on the account page.", "requires an API key (stated in prose)", 11),
+        ("| Variable | Required | Description |\n|---|---|---|\n| `STRIPE_SECRET_KEY` | yes | your secret key |",
+         "requires secret STRIPE_SECRET_KEY", 13),
     ],
 )
 def test_requirements_stated_only_in_prose_are_private(tmp_path, text, reason, line):
@@ -430,11 +436,24 @@ def test_requirements_stated_only_in_prose_are_private(tmp_path, text, reason, l
 @pytest.mark.parametrize(
     "text",
     ["No API key is needed; the endpoint is public.", "This tool does not need an API key.",
-     "Needs env: OUTPUT_DIR", "An API key is optional and only raises the rate limit."],
+     "Needs env: OUTPUT_DIR", "An API key is optional and only raises the rate limit.",
+     "You must set `OUTPUT_DIR` to a writable folder.", "Optionally create an API key to lift the rate limit.",
+     "| Variable | Required |\n|---|---|\n| `SENTRY_AUTH_TOKEN` | no |",
+     "| Name | Required | Notes |\n|---|---|---|\n| `GITHUB_TOKEN` | optional | higher rate limits |"],
 )
 def test_prose_that_needs_no_key_is_not_private(tmp_path, text):
     skill = skill_from(tmp_path, bash("curl https://api.example.com/v1/items") + "\n" + text + "\n")
     assert of_kind(evaluate(skill), PRIVATE) == []
+
+
+def test_a_table_that_says_a_used_variable_is_not_required_makes_it_optional_everywhere(tmp_path):
+    body = (bash('curl -H "Authorization: Bearer $SENTRY_AUTH_TOKEN" https://api.example.com/v1/issues') + "\n"
+            "| Variable | Required | Notes |\n|---|---|---|\n| `SENTRY_AUTH_TOKEN` | no | private projects only |\n")
+    skill = skill_from(tmp_path, body)
+    assert of_kind(evaluate(skill), PRIVATE) == []
+    [req] = requirements(skill).items
+    assert (req.name, req.source, req.required) == ("SENTRY_AUTH_TOKEN", "code", False)
+    assert req.optional_because == "its table row says it is not required"
 
 
 # --------------------------------------------------------------------------------------------
