@@ -273,11 +273,13 @@ def main(argv=None) -> int:
         by_round[name] = metrics([c.category for c, _ in pairs], [r for _, r in pairs], families)
     # scientific skills, hand-written (the corpus has almost none): what the "scientific libraries
     # land in audio or deployment" complaint is checked against; not a random sample
-    probe = cl.load_science_probe()
-    probe_results = cl.classify(embed, names=[s["name"] for _, s in probe], descriptions=[s["description"] for _, s in probe],
-                                bodies=[s["body"] for _, s in probe], classifier=model)
-    probe_metrics = metrics([c.category for c in probe_results], [r for r, _ in probe], families)
-    probe_metrics["predicted"] = {r.id: c.category for (r, _), c in zip(probe, probe_results)}
+    probes = {}
+    for key, path in cl.SCIENCE_PROBES.items():
+        probe = cl.load_science_probe(path)
+        probe_results = cl.classify(embed, names=[s["name"] for _, s in probe], descriptions=[s["description"] for _, s in probe],
+                                    bodies=[s["body"] for _, s in probe], classifier=model)
+        probes[key] = metrics([c.category for c in probe_results], [r for r, _ in probe], families)
+        probes[key]["predicted"] = {r.id: c.category for (r, _), c in zip(probe, probe_results)}
     # what classification adds to ingest per skill: the body pieces' embeddings and the model
     # ("name: description" is embedded by ingest anyway, for near-duplicates, so it is not counted)
     sample = parsed[:60]
@@ -307,7 +309,7 @@ def main(argv=None) -> int:
             "trained_confidence_under_0_5": round(sum(c.confidence < 0.5 for c in ours) / len(ours), 4),
         },
         "second_reader": second_reader_agreement(labelled, families),
-        "science_probe": probe_metrics,
+        **probes,
         "tune_zero_shot_today": metrics(zero_shot(np.vstack([nd_by_id[r.id] for r in tune]), descriptions, slugs), tune, families),
         "goals_met": {k: ours_metrics[k] >= v for k, v in GOALS.items()},
         "settings": {"body_chars": cl.BODY_CHARS, "body_pieces": cl.BODY_PIECES, "c": cl.L2_C,
@@ -326,7 +328,7 @@ def main(argv=None) -> int:
         result["tune_cross_validation"] = cv
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: result[k] for k in ("heldout", "goals_met", "science_probe")}, indent=1))
+    print(json.dumps({k: result[k] for k in ("heldout", "goals_met", *cl.SCIENCE_PROBES)}, indent=1))
     return 0
 
 

@@ -46,6 +46,13 @@ TEXTS_FILE = LABELS_DIR / "openclaw-categories.texts.jsonl.gz"
 TAXONOMY_FILE = Path(__file__).resolve().parent / "taxonomy.json"
 # Scientific skills written for a sanity check (the corpus has almost none): see labels/README.md.
 SCIENCE_PROBE_FILE = LABELS_DIR / "science-probe.jsonl"
+# Three rounds of them, by what each was used for: the first two guided which scientific category
+# examples were written; the third was written, labelled and scored once after the last change.
+SCIENCE_PROBES = {
+    "science_probe": SCIENCE_PROBE_FILE,
+    "science_probe_2": LABELS_DIR / "science-probe-2.jsonl",
+    "science_probe_3_blind": LABELS_DIR / "science-probe-3.jsonl",
+}
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 LLM_STAGE = "classify_category"
 

@@ -302,18 +302,27 @@ def test_the_llm_prompt_carries_every_category_and_the_guidelines():
     assert "**Money.**" in guidelines and "**Documents.**" in guidelines
 
 
-SCIENCE_FAMILY_FLOOR = 0.8  # 18 of 20 on 2026-12-02, 13 of 20 before the scientific examples (bench/results/category_accuracy.md)
+# Family floors per probe (bench/results/category_accuracy.md): the first two guided which scientific
+# examples were written (18 of 20 and 28 of 31 now); the third is blind (20 of 24 with the
+# production classifier on 2026-12-02, 17 of 24 before the last examples). Two skills of margin
+# each, since int8 embeddings move a borderline skill between processors.
+SCIENCE_FAMILY_FLOORS = {"science_probe": 0.8, "science_probe_2": 0.83, "science_probe_3_blind": 0.75}
 
 
-def test_scientific_skills_land_in_the_data_family_not_in_audio_or_deployment(embed):
-    """Scientific libraries once went to audio, deployment or MCP; the corpus has almost none, so a
-    hand-written probe (skills/labels/science-probe.jsonl) checks where they go now."""
-    probe = cl.load_science_probe()
-    model = cl.default_classifier(embed)
+@pytest.fixture(scope="module")
+def production_classifier(embed):
+    return cl.default_classifier(embed)
+
+
+@pytest.mark.parametrize("probe_key", sorted(SCIENCE_FAMILY_FLOORS))
+def test_scientific_skills_land_in_the_data_family_not_in_audio_or_deployment(embed, production_classifier, probe_key):
+    """Scientific libraries once went to audio, deployment or MCP; the corpus has almost none, so
+    hand-written probes (skills/labels/science-probe*.jsonl) check where they go now."""
+    probe = cl.load_science_probe(cl.SCIENCE_PROBES[probe_key])
     results = cl.classify(embed, names=[s["name"] for _, s in probe], descriptions=[s["description"] for _, s in probe],
-                          bodies=[s["body"] for _, s in probe], classifier=model)
+                          bodies=[s["body"] for _, s in probe], classifier=production_classifier)
     families = {c["slug"]: c["family"] for c in cl.taxonomy_categories()}
     right = sum(families[c.category] == families[r.category] for (r, _), c in zip(probe, results))
-    assert right / len(probe) >= SCIENCE_FAMILY_FLOOR, [(r.id, c.category) for (r, _), c in zip(probe, results)]
+    assert right / len(probe) >= SCIENCE_FAMILY_FLOORS[probe_key], [(r.id, c.category) for (r, _), c in zip(probe, results)]
     assert not any(c.category in {"audio-speech-and-music", "deployment-containers-and-devops", "mcp-and-external-tools"}
                    for c in results)
