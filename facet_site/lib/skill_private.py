@@ -146,7 +146,12 @@ def _secret_requirements(skill: ParsedSkill, docs: list[SkillDoc]) -> skill_requ
                     reported.add(name)
                     found.append(Requirement(name, f"requires secret {name}", clip(m.group(0)),
                                              body_doc.path, body_doc.line_no(m.start()), "code"))
-        for req in skill_requirements.prose_requirements(body, path=body_doc.path, first_line=body_doc.first_line):
+        prose = skill_requirements.prose_requirements(body, path=body_doc.path, first_line=body_doc.first_line)
+        # "Create an API key and save it as `LINEAR_API_KEY`": one requirement, the named one
+        named_lines = {r.line for r in prose if r.name != "API key" and _is_secret_name(r.name, declared=True)}
+        for req in prose:
+            if req.name == "API key" and req.line in named_lines:
+                continue
             if req.optional_because and _is_secret_name(req.name, declared=True):
                 found.append(req)  # a table's "not required" settles the variable wherever it was found
                 continue

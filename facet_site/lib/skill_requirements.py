@@ -68,7 +68,6 @@ _REQUIRED_HEADER = re.compile(r"^\s*(?:required|mandatory|req\.?|needed)\??\s*$"
 _YES_CELL = re.compile(r"^\s*(?:\*\*)?(?:yes|y|required|mandatory|true|x|✓|✔|✔️|✅)(?:\*\*)?\s*$", re.I)
 _NO_CELL = re.compile(r"^\s*(?:\*\*)?(?:no|n|optional|false|-|—|✗|❌)(?:\*\*)?\s*(?:\(.*\))?\s*$", re.I)
 _NAME = re.compile(r"[A-Z][A-Z0-9_]{2,}")
-_SECRETISH = re.compile(r"KEY|TOKEN|SECRET|PASS|AUTH|CREDENTIAL|PAT\b")
 _EVIDENCE_CHARS = 120
 
 
@@ -116,7 +115,9 @@ def _lines(text: str) -> list[str]:
 
 def prose_requirements(body: str, *, path: str, first_line: int) -> list[Requirement]:
     """Requirements stated in the body's prose ("Needs env: X", "API key (required)") and in
-    tables with a Required column (a "no" there is returned as an optional requirement)."""
+    tables with a Required column (a "no" there is returned as an optional requirement). A line
+    may yield a named variable and an unnamed "API key" both; the caller, which knows which names
+    are secrets, keeps the named one."""
     out: list[Requirement] = []
     required_column = -1  # index of the Required column of the table being read, or -1
     for i, line in enumerate(_lines(body)):
@@ -147,8 +148,7 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
             for m in _PROSE_ENV.finditer(line):
                 for name in _NAME.findall(m.group(1)):
                     out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose"))
-        named_here = any(r.line == first_line + i and _SECRETISH.search(r.name) for r in out)
-        for m in _PROSE_KEY.finditer(line) if not named_here else ():  # the line names the variable already
+        for m in _PROSE_KEY.finditer(line):
             if _NEGATED.search(line[max(0, m.start() - 30):m.end()]):
                 continue  # "no API key required", "does not need an API key"
             out.append(Requirement("API key", "requires an API key (stated in prose)", _clip(m.group(0)), path,
