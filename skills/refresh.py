@@ -124,7 +124,8 @@ def refilter(*, dry_run: bool = False) -> Counter:
 
 def _refilter_one(skill: Skill, parsed: ParsedSkill, summary: Counter, *, dry_run: bool) -> None:
     findings = skill_filters.evaluate(parsed)
-    report = skill_safety.scan_parsed_skill(parsed)
+    readable = {f.path for f in parsed.files if f.text is not None} | {Path(parsed.skill_md_path).name}
+    report = skill_safety.keep_unseen_findings(skill_safety.scan_parsed_skill(parsed), skill.safety_report, readable)
     level = storing.level_with_filters(report, findings)
     review = skill.safety_review
     if review and level != SafetyLevel.UNSAFE:

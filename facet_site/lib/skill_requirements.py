@@ -8,6 +8,9 @@ the requirements stated only in prose and decides which are really required:
   "API key (required)", "requires an API key", "you'll need a personal access token",
   "an API key is required", "create an API key", "you must set `NOTION_TOKEN`", "save it as
   `LINEAR_API_KEY`". A negation on the line ("no API key required") is not a requirement.
+* The same in Chinese, Japanese, Spanish, Portuguese, French and German ("需要设置 `X_API_KEY`",
+  "申请 API Key", "`X` の設定が必要です", "necesitas una clave de API"), with their negations
+  ("无需 API Key", "sin clave") and optional words ("可选", "opcional", "facultatif").
 * Tables: a Markdown table with a "Required" (or "Mandatory") column lists a variable as required
   when its cell says yes, required, true or a check mark, and as optional when it says no or
   optional (which then holds for every other mention of the variable).
@@ -30,14 +33,19 @@ __all__ = ["Requirement", "Requirements", "judge", "prose_requirements", "OPTION
 OPTIONAL = re.compile(
     r"\b(?:optional(?:ly)?|if\s+you\s+(?:have|want|prefer)|if\s+(?:available|set|provided|present|configured|needed)"
     r"|not\s+(?:required|needed|necessary|mandatory)|for\s+(?:higher|better|increased)\s+(?:rate\s+)?limits?"
-    r"|to\s+unlock|recommended\s+but|can\s+be\s+omitted|falls?\s+back)\b",
+    r"|to\s+unlock|recommended\s+but|can\s+be\s+omitted|falls?\s+back|opcional|facultati(?:f|ve)|optionnel(?:le)?)\b"
+    # Chinese and Japanese have no word boundaries to anchor on
+    r"|可选|选填|非必需|非必须|不是必须|不设置也|如果(?:你)?有|若有|任意|オプション|省略可",
     re.I,
 )
 NO_KEY_PATH = re.compile(
     r"\b(?:free\s+mode|no[- ]key\s+mode|keyless|works?\s+without\s+(?:an?\s+|any\s+)?(?:api\s+)?(?:key|token|account)s?"
     r"|no\s+(?:api\s+)?(?:key|token)s?\s+(?:is\s+|are\s+)?(?:required|needed|necessary)"
     r"|(?:requires|needs)\s+no\s+(?:api\s+)?(?:key|token)s?|without\s+(?:an?\s+|any\s+)?api\s+keys?"
-    r"|no\s+sign[- ]?up|no\s+registration)\b",
+    r"|no\s+sign[- ]?up|no\s+registration"
+    r"|sin\s+clave(?:\s+de)?\s+API|no\s+(?:se\s+)?(?:necesita|requiere)\s+(?:una\s+|ninguna\s+)?clave|sans\s+clé"
+    r"|ohne\s+API-?Schlüssel|kein(?:en)?\s+API-?Schlüssel)\b"
+    r"|(?:无需|无须|不需要|不用)\s*(?:任何\s*)?(?:API\s?-?Key|密钥|秘钥|注册|登录|账号)|免费模式|免注册|免密钥|APIキー(?:は)?不要|登録不要",
     re.I,
 )
 _NEGATED = re.compile(r"\b(?:no|not|without|never|don'?t|doesn'?t)\b", re.I)
@@ -62,6 +70,25 @@ _PROSE_SET = re.compile(
     r"|\b(?i:save|store|put|set|export|add)\s+(?i:it|this|the\s+(?:key|token|secret))\s+(?i:as|in|to|into)\s+"
     r"(?i:the\s+|your\s+|an?\s+)?(?i:env(?:ironment)?\s+var(?:iable)?\s+)?`?\$?([A-Z][A-Z0-9_]{2,})`?"
 )
+# The same statements in the other languages public skills are often written in (Chinese, Japanese,
+# Spanish, Portuguese, French, German): a requirement word and a key noun, or a variable name, close
+# together on one line; a negation there ("不需要", "sin", "ohne") means there is none.
+_INTL_NEED = (r"(?:需要|必须|必需|必填|请(?:先)?(?:设置|配置|填写|提供)|务必|必要|必須|設定してください"
+              r"|necesitas?|requiere|obligatori[oa]|debes|precisa|nécessite|obligatoire|vous\s+devez|il\s+faut"
+              r"|benötigt|erforderlich|musst|müssen)")
+_INTL_KEY = (r"(?:API\s?-?(?:Key|密钥|キー|Schlüssel)|密钥|秘钥|访问令牌|令牌|アクセストークン"
+             r"|clave\s+(?:de\s+)?(?:la\s+)?API|chave\s+(?:de\s+)?API|clé\s+(?:d['’]\s?)?API|token\s+de\s+acceso)")
+_INTL_GET = r"(?:申请|获取|注册|创建|生成|取得|発行|obt[eé]n|obtener|crea|crear|obtenez|créez|obtenha|crie|erstellen?|besorgen?)"
+_PROSE_KEY_INTL = re.compile(
+    rf"{_INTL_NEED}[^\n。！!]{{0,30}}?{_INTL_KEY}|{_INTL_KEY}[^\n。]{{0,12}}?{_INTL_NEED}|{_INTL_GET}[^\n。！!]{{0,30}}?{_INTL_KEY}",
+    re.I,
+)
+_PROSE_SET_INTL = re.compile(
+    rf"(?i:{_INTL_NEED})[^\n。]{{0,30}}?`?\$?([A-Z][A-Z0-9_]{{2,}})`?|`?\$?([A-Z][A-Z0-9_]{{2,}})`?[^\n。]{{0,30}}?(?i:{_INTL_NEED})"
+)
+_NEGATED_INTL = re.compile(
+    r"不需要|不必|无需|无须|不用|免(?:费|注册|密钥)|不要|なし|\b(?:sin|sans|ohne|kein(?:e|en)?)\b"
+    r"|\bno\s+(?:se\s+)?(?:necesita|requiere|precisa)|\bpas\s+(?:de|besoin)", re.I)
 _TABLE_ROW = re.compile(r"^\s*\|(.+)\|\s*$")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}")
 _REQUIRED_HEADER = re.compile(r"^\s*(?:required|mandatory|req\.?|needed)\??\s*$", re.I)
@@ -149,10 +176,32 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
                 for name in _NAME.findall(m.group(1)):
                     out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose"))
         for m in _PROSE_KEY.finditer(line):
-            if _NEGATED.search(line[max(0, m.start() - 30):m.end()]):
-                continue  # "no API key required", "does not need an API key"
+            if _NEGATED.search(line[max(0, m.start() - 30):m.end()]) or _QUESTION.match(line, m.end()):
+                continue  # "no API key required", "does not need an API key", a FAQ's "Do I need an API key?"
             out.append(Requirement("API key", "requires an API key (stated in prose)", _clip(m.group(0)), path,
                                    first_line + i, "prose"))
+            break
+        if not line.isascii() or _INTL_HINT.search(line):
+            out.extend(_intl_requirements(line, path, first_line + i))
+    return out
+
+
+# The clause goes on to a question mark: a FAQ asking, not the skill stating ("需要API Key吗？").
+_QUESTION = re.compile(r"[^\n。.!！:：]{0,12}?[吗？?]")
+_INTL_HINT = re.compile(r"necesit|requiere|obligat|debes|precisa|nécessite|devez|il faut|benötigt|erforderlich|musst|müssen"
+                        r"|clave|chave|clé|Schlüssel|obt[eé]n|obtenez|créez|obtenha|crie|erstell|besorg", re.I)
+
+
+def _intl_requirements(line: str, path: str, line_no: int) -> list[Requirement]:
+    out = []
+    for m in _PROSE_SET_INTL.finditer(line):
+        if not _NEGATED_INTL.search(line[max(0, m.start() - 12):m.end()]) and not _QUESTION.match(line, m.end()):
+            name = m.group(1) or m.group(2)
+            out.append(Requirement(name, f"requires secret {name}", _clip(line), path, line_no, "prose"))
+    for m in _PROSE_KEY_INTL.finditer(line):
+        if not _NEGATED_INTL.search(line[max(0, m.start() - 12):m.end()]) and not _QUESTION.match(line, m.end()):
+            out.append(Requirement("API key", "requires an API key (stated in prose)", _clip(m.group(0)), path,
+                                   line_no, "prose"))
             break
     return out
 

@@ -47,6 +47,12 @@ So "this is a detection example" written above a ```bash block or a bare command
 Phrase rules (`kind = "text"`: prompt-injection wording, zero-width characters) accept a quoted,
 bold or fenced phrase anywhere it is labelled, because quoting a phrase is how defences list it.
 
+Files that are not text (`[[file_rule]]`s, on `skillformat.content.FileContent`): a compiled
+program, an archive holding one, a password-protected archive (unsafe when it holds something
+named like a program), a 7z or RAR archive nothing here can open. Scripts that are UTF-16,
+not valid UTF-8 or over the stored-text limit, and the text members of zip and tar archives, are
+scanned by the text rules like any file (an archive member's path reads `archive.zip!member`).
+
 Publisher taint: `publishers_to_taint()` names the owners with an unsafe skill and
 `apply_publisher_taint()` raises their other skills to suspicious (rule `publisher.unsafe-sibling`).
 """
@@ -59,6 +65,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from facet_site.lib.skill_safety_decode import MAX_DECODE_DEPTH, decode_tree
+from facet_site.lib.skillformat.content import EXECUTABLE_KINDS, OPAQUE_ARCHIVE_KINDS, FileContent
 from facet_site.lib.skill_safety_rules import (
     CLEAN, LEVELS, RULES_PATH, SUSPICIOUS, UNSAFE, Rule, RuleFileError, RuleSet, classify_url, load_rules,
     worst_level,
@@ -67,7 +74,7 @@ from facet_site.lib.skill_safety_rules import (
 __all__ = [
     "CLEAN", "SUSPICIOUS", "UNSAFE", "LEVELS", "RULES_PATH", "PUBLISHER_RULE_ID", "MAX_DECODE_DEPTH",
     "Finding", "SafetyReport", "Rule", "RuleSet", "RuleFileError", "load_rules", "classify_url", "scan_skill",
-    "scan_parsed_skill", "publishers_to_taint", "apply_publisher_taint", "worst_level",
+    "scan_parsed_skill", "keep_unseen_findings", "publishers_to_taint", "apply_publisher_taint", "worst_level",
 ]
 
 PUBLISHER_RULE_ID = "publisher.unsafe-sibling"
@@ -136,30 +143,88 @@ class SafetyReport:
         )
 
 
-def scan_skill(files: Mapping[str, str], *, rules: RuleSet | None = None) -> SafetyReport:
-    """Scan every text file of one skill (relative path -> text, SKILL.md included)."""
+def scan_skill(files: Mapping[str, str], *, rules: RuleSet | None = None,
+               contents: Mapping[str, FileContent] | None = None) -> SafetyReport:
+    """Scan every text file of one skill (relative path -> text, SKILL.md included) and, from
+    `contents` (path -> `skillformat.content.FileContent` of files that are not stored text), the
+    texts read from their bytes and archives and what kind of file each is."""
     rs = rules or load_rules()
+    texts = dict(files)
+    for content in (contents or {}).values():
+        for path, text in content.scan_texts:
+            texts.setdefault(path, text)
     active: list[Finding] = []
     examples: list[Finding] = []
-    for path in sorted(files):
-        text = files[path]
+    for path in sorted(texts):
+        text = texts[path]
         if not isinstance(text, str) or not text:
             continue
         doc = _Doc(path, text[:_MAX_SCAN_CHARS], rs)
         for finding in _scan_doc(rs, doc):
             (examples if finding.example_reason else active).append(finding)
+    for path in sorted(contents or {}):
+        active.extend(_file_findings(rs, path, contents[path]))
     return SafetyReport(
         level=worst_level(f.level for f in active), findings=tuple(active), examples=tuple(examples),
-        files_scanned=len(files),
+        files_scanned=len(texts),
     )
 
 
 def scan_parsed_skill(skill, *, rules: RuleSet | None = None) -> SafetyReport:
-    """Scan a `skillformat.ParsedSkill`: SKILL.md rebuilt with its line numbers, plus every text file."""
-    files = {f.path: f.text for f in getattr(skill, "files", ()) if f.text is not None}
+    """Scan a `skillformat.ParsedSkill`: SKILL.md rebuilt with its line numbers, plus every text file,
+    plus what the bytes of its other files hold."""
+    entries = getattr(skill, "files", ())
+    files = {f.path: f.text for f in entries if f.text is not None}
     md_name = PurePosixPath(getattr(skill, "skill_md_path", "") or "SKILL.md").name
     files[md_name] = _skill_md_text(skill)
-    return scan_skill(files, rules=rules)
+    contents = {f.path: f.content for f in entries if f.text is None and getattr(f, "content", None) is not None}
+    return scan_skill(files, rules=rules, contents=contents)
+
+
+def keep_unseen_findings(report: SafetyReport, previous: Mapping | None, readable: Iterable[str]) -> SafetyReport:
+    """`report` from a re-scan of the stored copy of a skill, plus the findings of the `previous`
+    report (a stored `to_dict()`) on files the stored copy cannot show: programs, archives and texts
+    too large to store are scanned at ingest from their bytes, which are not kept, so a re-scan
+    must not clear them. `readable` are the paths the re-scan read."""
+    seen = set(readable)
+    carried = [Finding.from_dict(f) for f in (previous or {}).get("findings", ())
+               if f.get("path") and f["path"].split("!", 1)[0] not in seen]
+    if not carried:
+        return report
+    findings = tuple(sorted((*report.findings, *carried), key=lambda f: (f.path, f.line, f.rule_id)))
+    return replace(report, level=worst_level(f.level for f in findings), findings=findings)
+
+
+_KIND_NAMES = {"elf": "ELF program (Linux)", "pe": "Windows program (PE)", "mach-o": "Mach-O program (macOS)",
+               "7z": "7z archive", "rar": "RAR archive", "zip": "zip archive", "zip document": "zip-based document",
+               "tar": "tar archive"}
+
+
+def _file_findings(rs: RuleSet, path: str, content: FileContent) -> list[Finding]:
+    """Findings of the file rules on one file's kind and archive members."""
+    members = content.executable_members
+    named_programs = [m for m in content.members if _PROGRAM_NAME.search(m)]
+    holds = {
+        "executable": content.kind in EXECUTABLE_KINDS,
+        "archive-executable": bool(members) and not content.encrypted,
+        "encrypted-archive": content.encrypted and not named_programs,
+        "encrypted-executable": content.encrypted and bool(named_programs),
+        "opaque-archive": content.kind in OPAQUE_ARCHIVE_KINDS,
+    }
+    what = _KIND_NAMES.get(content.kind, content.kind or "data")
+    out = []
+    for rule in rs.file_rules:
+        if not holds[rule.when]:
+            continue
+        shown = named_programs if rule.when == "encrypted-executable" else members if members else content.members
+        listing = f": {', '.join(shown[:5])}" + (f" and {len(shown) - 5} more" if len(shown) > 5 else "") if shown else ""
+        prefix = "password-protected " if content.encrypted else ""
+        out.append(Finding(rule_id=rule.id, level=rule.level, path=path, line=0,
+                           excerpt=_cap(f"{prefix}{what}{listing}", _EXCERPT_CHARS), description=rule.description))
+    return out
+
+
+_PROGRAM_NAME = re.compile(r"\.(?:exe|dll|scr|com|msi|pif|bat|cmd|ps1|vbs|js|jar|app|dmg|pkg|command|sh|bin|elf|so|dylib)$", re.I)
 
 
 def _skill_md_text(skill) -> str:
@@ -304,7 +369,9 @@ def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
             if on_line:
                 chain, decoded = on_line[0].chain, on_line[0].text
         # The excerpt runs on to the end of the line: a match that stops at a URL still shows the "| sh".
-        add(rule, level, idx, doc.norm[start:].split("\n", 1)[0], chain, decoded, start, end)
+        # It is cut at what a finding keeps, so a long line with many matches is not copied for each.
+        eol = doc.norm.find("\n", start, start + _EXCERPT_CHARS + 1)
+        add(rule, level, idx, doc.norm[start:eol if eol >= 0 else start + _EXCERPT_CHARS + 1], chain, decoded, start, end)
     for layer in layers:
         idx = doc.line_of(layer.start)
         low = layer.text.lower()

@@ -6,18 +6,20 @@ the classes the rules' `url_levels` speak of. The scanner itself is `facet_site.
 """
 from __future__ import annotations
 
+import io
 import ipaddress
 import re
 import tomllib
 import urllib.parse
+import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 __all__ = [
-    "CLEAN", "SUSPICIOUS", "UNSAFE", "LEVELS", "RULES_PATH", "URL_CLASSES", "Rule", "RuleSet",
-    "RuleFileError", "load_rules", "classify_url", "worst_level",
+    "CLEAN", "SUSPICIOUS", "UNSAFE", "LEVELS", "RULES_PATH", "URL_CLASSES", "FILE_CONDITIONS", "Rule", "FileRule",
+    "RuleSet", "RuleFileError", "load_rules", "classify_url", "worst_level", "example_bytes",
 ]
 
 CLEAN, SUSPICIOUS, UNSAFE = "clean", "suspicious", "unsafe"
@@ -25,6 +27,7 @@ LEVELS = (CLEAN, SUSPICIOUS, UNSAFE)
 _RANK = {CLEAN: 0, SUSPICIOUS: 1, UNSAFE: 2}
 RULES_PATH = Path(__file__).with_name("safety_rules.toml")
 URL_CLASSES = frozenset({"local", "raw_ip", "plain_http", "allowlisted", "throwaway", "unlisted"})
+FILE_CONDITIONS = frozenset({"executable", "archive-executable", "encrypted-archive", "encrypted-executable", "opaque-archive"})
 
 
 def worst_level(levels: Iterable[str]) -> str:
@@ -52,10 +55,21 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class FileRule:
+    """A rule on what a file's bytes are (a program, an archive), not on its text."""
+    id: str
+    level: str
+    description: str
+    when: str  # one of FILE_CONDITIONS
+    bad: tuple[dict, ...] = ()  # {"path", "data": bytes}
+    good: tuple[dict, ...] = ()
+
+
+@dataclass(frozen=True)
 class RuleSet:
     rules: tuple[Rule, ...]
     allowlist: tuple[tuple[str, str], ...]  # (host, path prefix) of official installers
-    throwaway: tuple[str, ...]  # hosts anyone can point anywhere: shorteners, tunnels, paste and file drops
+    throwaway: frozenset[str]  # hosts anyone can point anywhere: shorteners, tunnels, paste and file drops
     example_labels: re.Pattern
     warning_labels: re.Pattern
     command_line: re.Pattern  # a line of a fenced block that is a shell command
@@ -67,9 +81,10 @@ class RuleSet:
     test_dirs: frozenset[str]
     script_exts: frozenset[str]
     data_exts: frozenset[str]
+    file_rules: tuple[FileRule, ...] = ()
 
-    def rule(self, rule_id: str) -> Rule:
-        for r in self.rules:
+    def rule(self, rule_id: str) -> Rule | FileRule:
+        for r in (*self.rules, *self.file_rules):
             if r.id == rule_id:
                 return r
         raise KeyError(rule_id)
@@ -110,6 +125,58 @@ def _examples(items, where: str) -> tuple[dict, ...]:
     return tuple(out)
 
 
+def example_bytes(example: Mapping) -> bytes:
+    """The file a file rule's example describes: {hex} as bytes, or {zip = {member: text or "hex:.."},
+    encrypted} built as a zip (an encrypted one only flags its members as encrypted: what a scanner
+    sees of a password-protected zip without the password)."""
+    if "hex" in example:
+        return bytes.fromhex(example["hex"])
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        for name, text in example["zip"].items():
+            zf.writestr(name, bytes.fromhex(text[4:]) if text.startswith("hex:") else text.encode())
+    raw = bytearray(buf.getvalue())
+    if example.get("encrypted"):
+        for sig, flag_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+            at = raw.find(sig)
+            while at >= 0:
+                raw[at + flag_at] |= 0x01
+                at = raw.find(sig, at + 4)
+    return bytes(raw)
+
+
+def _file_examples(items, where: str) -> tuple[dict, ...]:
+    out = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("path"), str) or not (
+                isinstance(item.get("hex"), str) or isinstance(item.get("zip"), dict)):
+            raise RuleFileError(f"{where}: a file example is {{path, hex}} or {{path, zip, encrypted}}")
+        try:
+            out.append({"path": item["path"], "data": example_bytes(item)})
+        except ValueError as exc:
+            raise RuleFileError(f"{where}: example {item['path']}: {exc}") from exc
+    return tuple(out)
+
+
+def _parse_file_rules(data: dict, seen: set[str]) -> tuple[FileRule, ...]:
+    out = []
+    for raw in data.get("file_rule", ()):
+        rid = raw.get("id", "")
+        if not rid or rid in seen:
+            raise RuleFileError(f"rule id missing or repeated: {rid!r}")
+        seen.add(rid)
+        if raw.get("level") not in (SUSPICIOUS, UNSAFE):
+            raise RuleFileError(f"{rid}: levels must be suspicious or unsafe")
+        if raw.get("when") not in FILE_CONDITIONS:
+            raise RuleFileError(f"{rid}: when must be one of {sorted(FILE_CONDITIONS)}")
+        bad, good = _file_examples(raw.get("bad", ()), rid), _file_examples(raw.get("good", ()), rid)
+        if not bad or not good:
+            raise RuleFileError(f"{rid}: needs at least one bad and one good example")
+        out.append(FileRule(id=rid, level=raw["level"], description=raw.get("description", "").strip(),
+                            when=raw["when"], bad=bad, good=good))
+    return tuple(out)
+
+
 def _parse_rules(data: dict) -> RuleSet:
     rules, seen = [], set()
     for raw in data.get("rule", ()):
@@ -145,7 +212,7 @@ def _parse_rules(data: dict) -> RuleSet:
     for entry in data.get("allowlist", {}).get("installers", ()):
         host, _, prefix = entry.lower().partition("/")
         allow.append((host, "/" + prefix if prefix else ""))
-    throwaway = tuple(h.lower().strip(".") for h in data.get("hosts", {}).get("throwaway", ()))
+    throwaway = frozenset(h.lower().strip(".") for h in data.get("hosts", {}).get("throwaway", ()))
     ctx = data.get("context", {})
 
     def words(key: str) -> re.Pattern:
@@ -159,7 +226,7 @@ def _parse_rules(data: dict) -> RuleSet:
         order_words=words("order_words"),
         data_fences=frozenset(ctx.get("data_fences", ())), program_fences=frozenset(ctx.get("program_fences", ())),
         test_dirs=frozenset(ctx.get("test_dirs", ())), script_exts=frozenset(ctx.get("script_exts", ())),
-        data_exts=frozenset(ctx.get("data_exts", ())),
+        data_exts=frozenset(ctx.get("data_exts", ())), file_rules=_parse_file_rules(data, seen),
     )
 
 
@@ -183,7 +250,12 @@ def classify_url(url: str, allowlist: Iterable[tuple[str, str]] = (), throwaway:
         return "local" if local else "raw_ip"
     if host == "localhost" or host.endswith(".localhost") or host.endswith(".local"):
         return "local"
-    if any(host == t or host.endswith("." + t) for t in throwaway):
+    if not isinstance(throwaway, (set, frozenset)):
+        throwaway = frozenset(throwaway)
+    # The host and each domain it sits under, looked up: a pipe-to-shell per line of a long file
+    # classifies as many URLs as it has lines.
+    labels = host.split(".")
+    if any(".".join(labels[i:]) in throwaway for i in range(len(labels))):
         return "throwaway"  # before plain http: over either scheme the file behind it can change at any time
     if parts.scheme.lower() == "http":
         return "plain_http"

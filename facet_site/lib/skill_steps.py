@@ -7,7 +7,10 @@ name at least one concrete thing:
 * a command-line tool by name (awk, jq, ffmpeg, git, curl, sqlite3 ... in `TOOLS`),
 * a command or path in backticks,
 * a file name with an extension (report.csv, config.yaml, main.py) or a path (./out/, ~/data),
+  also where it touches Chinese or Japanese text ("保存为report.csv"),
 * a data or file format (CSV, JSON, YAML, PDF, SQL ...).
+List items are numbered or bulleted the ways registries write them, Chinese and Japanese markers
+included ("1、", "１．", "（1）", "①", "一、", "第1步："), since many public skills are written so.
 `has_concrete_steps` asks for at least `MIN_STEPS` of them, so one stray "save it as a PDF"
 in a persona's advice does not count; persona text ("You are a friendly coach") and chat-only
 advice ("Be warm", "Ask follow-up questions") name none of these.
@@ -31,14 +34,23 @@ TOOLS = frozenset({
     "chmod", "mkdir", "ls", "diff", "csvkit", "csvcut", "xmllint", "pdftotext", "exiftool",
     "yt-dlp", "pandas", "numpy", "duckdb", "crontab", "systemctl", "journalctl", "nmap",
 })
-_STEP = re.compile(r"^\s{0,6}(?:\d{1,3}[.)]|[-*+]|step\s+\d+:?)\s+(?P<text>\S.*)$", re.I)
+# List markers as registries write them, Chinese and Japanese ones included: "1." "1)" "- " "Step 2:",
+# "1、" "１．" "（1）" "(1)" "①" "一、" "第1步：". A CJK marker needs no space after it.
+_STEP = re.compile(
+    r"^\s{0,6}(?:(?:\d{1,3}[.)]|[-*+•]|step\s+\d+:?)\s+"
+    r"|(?:[0-9０-９]{1,3}\s?[、．.]|[(（][0-9０-９一二三四五六七八九十]{1,3}[)）]|[\u2460-\u2473\u2776-\u277f]"
+    r"|[一二三四五六七八九十]{1,3}[、.．]|第\s?[0-9一二三四五六七八九十]{1,3}\s?[步点條条][：:、.]?)\s*)"
+    r"(?P<text>\S.*)$", re.I)
 _FENCE = re.compile(r"^\s{0,3}(?:```|~~~)")
 _CODE_SPAN = re.compile(r"`[^`\n]{2,}`")
 _FILE = re.compile(r"(?<![\w/])(?:[\w.-]+/)*[\w-]+\.(?:csv|tsv|json|jsonl|ya?ml|toml|xml|html?|md|txt|log|py|sh|js|ts|sql|db"
-                   r"|pdf|png|jpe?g|svg|gif|mp3|mp4|wav|xlsx?|docx?|pptx?|ini|conf|cfg|env|parquet|zip|tar|gz)\b", re.I)
+                   r"|pdf|png|jpe?g|svg|gif|mp3|mp4|wav|xlsx?|docx?|pptx?|ini|conf|cfg|env|parquet|zip|tar|gz)(?![A-Za-z0-9])", re.I)
 _PATH = re.compile(r"(?:^|\s)(?:\./|~/|/(?:tmp|etc|var|usr|home|data|opt)/)\S*")
-_FORMAT = re.compile(r"\b(?:CSV|TSV|JSON|JSONL|YAML|TOML|XML|HTML|PDF|PNG|SVG|SQL|Parquet|Markdown|regex|cron)\b")
-_WORD = re.compile(r"[A-Za-z][\w+-]*")
+# ASCII boundaries: in Chinese or Japanese text a name or format touches the characters around it
+# ("使用ffmpeg把视频转成MP4", "jqでJSONを整形"), and Python's \b and \w count those characters as letters.
+_FORMAT = re.compile(r"(?<![A-Za-z0-9])(?:CSV|TSV|JSON|JSONL|YAML|TOML|XML|HTML|PDF|PNG|SVG|SQL|Parquet|Markdown|regex|cron)"
+                     r"(?![A-Za-z0-9])")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*")
 
 
 def _concrete(text: str) -> bool:

@@ -423,6 +423,14 @@ def test_a_declared_key_without_optional_wording_stays_required(tmp_path):
         ("1. Generate your API key on the account page.", "requires an API key (stated in prose)", 11),
         ("| Variable | Required | Description |\n|---|---|---|\n| `STRIPE_SECRET_KEY` | yes | your secret key |",
          "requires secret STRIPE_SECRET_KEY", 13),
+        # other languages public skills are written in
+        ("使用前需要设置环境变量 `DEEPSEEK_API_KEY`（必需）。", "requires secret DEEPSEEK_API_KEY", 11),
+        ("1. 前往开放平台申请 API Key", "requires an API key (stated in prose)", 11),
+        ("API Key（必需）：在控制台创建", "requires an API key (stated in prose)", 11),
+        ("環境変数 `DEEPL_API_KEY` の設定が必要です。", "requires secret DEEPL_API_KEY", 11),
+        ("Necesitas una clave de API de OpenWeather.", "requires an API key (stated in prose)", 11),
+        ("Vous devez définir `MISTRAL_API_KEY` avant de lancer le script.", "requires secret MISTRAL_API_KEY", 11),
+        ("Ein API-Schlüssel ist erforderlich.", "requires an API key (stated in prose)", 11),
     ],
 )
 def test_requirements_stated_only_in_prose_are_private(tmp_path, text, reason, line):
@@ -439,7 +447,12 @@ def test_requirements_stated_only_in_prose_are_private(tmp_path, text, reason, l
      "Needs env: OUTPUT_DIR", "An API key is optional and only raises the rate limit.",
      "You must set `OUTPUT_DIR` to a writable folder.", "Optionally create an API key to lift the rate limit.",
      "| Variable | Required |\n|---|---|\n| `SENTRY_AUTH_TOKEN` | no |",
-     "| Name | Required | Notes |\n|---|---|---|\n| `GITHUB_TOKEN` | optional | higher rate limits |"],
+     "| Name | Required | Notes |\n|---|---|---|\n| `GITHUB_TOKEN` | optional | higher rate limits |",
+     "Do I need an API key? No, the endpoint is public.",
+     "无需 API Key，直接运行即可。", "**Q: 需要API Key吗？**\nA: 不需要，免费接口无需Key。",
+     "API Key（可选）：设置后可提高速率限制。", "如果有 `GITHUB_TOKEN` 需要设置，可以提高限额。",
+     "需要 JSON 文件作为输入。", "APIキーは不要です。", "Funktioniert ohne API-Schlüssel.",
+     "Opcional: define `WEATHER_API_KEY` para más peticiones."],
 )
 def test_prose_that_needs_no_key_is_not_private(tmp_path, text):
     skill = skill_from(tmp_path, bash("curl https://api.example.com/v1/items") + "\n" + text + "\n")
@@ -467,6 +480,13 @@ def test_a_table_that_says_a_used_variable_is_not_required_makes_it_optional_eve
         "## Steps\n\n1. Parse each line of access.log with awk and keep the status field.\n2. Count the codes and write them to codes.csv.\n",
         "- Convert the spreadsheet to CSV.\n- Load it with sqlite3 and run the monthly totals query.\n",
         "1. Read the JSON export.\n2. Validate every record against `schema.json`.\n3. Report failures as Markdown.\n",
+        # Chinese and Japanese list markers, with names and formats touching the text around them
+        "## 步骤\n1、使用ffmpeg把视频转成MP4\n2、用yt-dlp下载字幕并保存为subtitles.srt和字幕.csv\n",
+        "（1）用 jq 解析接口返回的 JSON\n（2）将结果保存到 output.csv\n",
+        "① 运行`git log --oneline`查看提交\n② 用grep过滤出修复记录\n",
+        "一、用 pandoc 把 Markdown 转成 PDF\n二、用 pdftotext 检查输出\n",
+        "第1步：用curl调用接口\n第2步：用jq提取字段\n",
+        "１．jqでJSONを整形する\n２．結果をout.csvに保存する\n",
     ],
 )
 def test_plain_steps_naming_tools_files_or_formats_are_actionable(tmp_path, body):
@@ -480,6 +500,8 @@ def test_plain_steps_naming_tools_files_or_formats_are_actionable(tmp_path, body
         "You are a kind and patient writing coach.\n\n- Be warm and encouraging\n- Ask one question at a time\n- Make sure to praise progress\n",
         "# Negotiation advice\n\n1. Listen more than you talk.\n2. Sort out what the other side wants.\n3. Head into the meeting calm.\n",
         "1. Save the summary as a PDF.\n2. Thank the user.\n",
+        "1、你是一位温柔的心理咨询师\n2、用温暖的语气回答用户的问题\n3、多问开放式问题\n",
+        "第1步：倾听用户的烦恼\n第2步：给出鼓励和建议\n",
     ],
 )
 def test_persona_and_chat_advice_are_not_actionable(tmp_path, body):

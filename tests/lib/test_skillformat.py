@@ -638,7 +638,9 @@ def test_oversize_supporting_file_is_hashed_but_not_kept(tmp_path):
 
     entries = {f.path: f for f in skill.files}
     blob = entries["assets/blob.bin"]
-    assert blob == SkillFileEntry("assets/blob.bin", len(payload), hashlib.sha256(payload).hexdigest(), None, True)
+    assert (blob.path, blob.size, blob.sha256, blob.text, blob.is_binary) == (
+        "assets/blob.bin", len(payload), hashlib.sha256(payload).hexdigest(), None, True)
+    assert blob.content.note == "over 1000 bytes; not read"  # only its head was seen
     assert entries["big.txt"].text is None and entries["big.txt"].is_binary is False
     assert entries["big.txt"].sha256 == hashlib.sha256(b"y" * 1500).hexdigest()
     assert entries["mid.txt"].text is None and entries["mid.txt"].is_binary is False  # over max_text_bytes

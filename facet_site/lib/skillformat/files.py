@@ -6,6 +6,7 @@ import hashlib
 import os
 import stat
 
+from facet_site.lib.skillformat.content import FileContent, inspect_bytes, kind_of
 from facet_site.lib.skillformat.records import META_NAME, SkillFileEntry
 
 
@@ -67,7 +68,9 @@ def _file_entry(path: str, rel: str, max_file_bytes: int, max_text_bytes: int) -
                     h.update(chunk)
                     size += len(chunk)
                 is_binary = b"\0" in first or not _utf8_prefix_ok(first)
-                return SkillFileEntry(rel, size, h.hexdigest(), None, is_binary), None
+                # Only the head was kept: enough to name a program or an archive, not to read it.
+                content = FileContent(kind=kind_of(first, rel), note=f"over {max_file_bytes} bytes; not read")
+                return SkillFileEntry(rel, size, h.hexdigest(), None, is_binary, content), None
             data = fh.read()
     finally:
         os.close(fd)
@@ -83,7 +86,8 @@ def _file_entry(path: str, rel: str, max_file_bytes: int, max_text_bytes: int) -
                 text = decoded
         except UnicodeDecodeError:
             is_binary = True
-    return SkillFileEntry(rel, len(data), digest, text, is_binary), data
+    content = None if text is not None else inspect_bytes(rel, data, text_stored=False)
+    return SkillFileEntry(rel, len(data), digest, text, is_binary, content), data
 
 
 def _utf8_prefix_ok(data: bytes) -> bool:

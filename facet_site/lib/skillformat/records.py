@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from facet_site.lib.skillformat.content import FileContent
 
 
 @dataclass(frozen=True)
@@ -12,6 +16,9 @@ class SkillFileEntry:
     sha256: str
     text: str | None  # decoded text when small and UTF-8, else None
     is_binary: bool
+    # What the bytes hold when `text` is None (skillformat.content): the kind of a compiled program or
+    # archive, archive members, and texts the safety scan reads although they are not stored.
+    content: "FileContent | None" = None
 
 
 @dataclass

@@ -1,0 +1,206 @@
+"""What a supporting file holds when it is not small UTF-8 text: its kind from its first bytes
+(a compiled program, an archive, an encrypted archive), and the texts a safety scan can still read
+in it (UTF-16 and legacy-encoded scripts, text over the stored-text limit, the text members of a
+zip). Django-free.
+
+Why: a file that is not valid UTF-8 is not shown as text, and one stray byte in `install.sh`, a
+PowerShell script saved as UTF-16 (what Windows PowerShell writes by default) or a script padded
+past the stored-text limit would otherwise hide its commands from the scan. Every size here is
+capped so a hostile package cannot make reading it expensive.
+"""
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+from dataclasses import dataclass
+
+__all__ = ["FileContent", "EXECUTABLE_KINDS", "ARCHIVE_KINDS", "OPAQUE_ARCHIVE_KINDS", "inspect_bytes", "kind_of"]
+
+SCAN_TEXT_CHARS = 2_000_000  # per text; the scanner reads no more of one file
+ZIP_MEMBERS_LISTED = 200
+ZIP_MEMBER_BYTES = 1_000_000  # a text member larger than this is not decompressed
+ZIP_TEXT_BYTES = 4_000_000  # all text members of one archive together
+
+EXECUTABLE_KINDS = frozenset({"elf", "pe", "mach-o"})
+ARCHIVE_KINDS = frozenset({"zip", "tar", "gzip", "bzip2", "xz", "7z", "rar"})
+OPAQUE_ARCHIVE_KINDS = frozenset({"7z", "rar"})  # no reader in the standard library: their members are not seen
+
+# (magic bytes, offset, kind). Mach-O thin and fat headers in both byte orders; a Java class file
+# shares 0xCAFEBABE with fat Mach-O and is told apart below.
+_MAGIC = (
+    (b"\x7fELF", 0, "elf"),
+    (b"MZ", 0, "pe"),
+    (b"\xfe\xed\xfa\xce", 0, "mach-o"), (b"\xfe\xed\xfa\xcf", 0, "mach-o"),
+    (b"\xce\xfa\xed\xfe", 0, "mach-o"), (b"\xcf\xfa\xed\xfe", 0, "mach-o"),
+    (b"\xca\xfe\xba\xbe", 0, "mach-o"),
+    (b"PK\x03\x04", 0, "zip"), (b"PK\x05\x06", 0, "zip"),
+    (b"7z\xbc\xaf\x27\x1c", 0, "7z"),
+    (b"Rar!\x1a\x07", 0, "rar"),
+    (b"\x1f\x8b", 0, "gzip"), (b"BZh", 0, "bzip2"), (b"\xfd7zXZ\x00", 0, "xz"),
+)
+# Office documents, Java archives and the like are zips whose members are the program's own; their
+# members are listed and scanned like any zip's, but they are not "an archive shipped to be unpacked".
+_ZIP_DOCUMENT_EXTS = frozenset({"docx", "xlsx", "pptx", "odt", "ods", "odp", "epub", "jar", "apk", "whl", "vsix", "xpi"})
+
+
+@dataclass(frozen=True)
+class FileContent:
+    kind: str = ""  # "" (text or unknown data), or one of EXECUTABLE_KINDS / ARCHIVE_KINDS, or "zip document"
+    encrypted: bool = False  # a zip with encrypted members
+    members: tuple[str, ...] = ()  # member names of a zip (up to ZIP_MEMBERS_LISTED), executables first
+    executable_members: tuple[str, ...] = ()  # members whose first bytes are a compiled program
+    scan_texts: tuple[tuple[str, str], ...] = ()  # (path as a finding names it, text) the scan reads
+    note: str = ""  # how the text was decoded, or why part of it could not be read
+
+
+def kind_of(head: bytes, path: str = "") -> str:
+    for magic, offset, kind in _MAGIC:
+        if head[offset:offset + len(magic)] == magic:
+            if kind == "pe" and not _looks_pe(head):
+                return ""
+            if kind == "mach-o" and magic == b"\xca\xfe\xba\xbe" and len(head) >= 8 and head[7] >= 30:
+                return ""  # a Java class file: the fat-header slot holds a class-file version (>= 45)
+            if kind == "zip" and path.rsplit(".", 1)[-1].lower() in _ZIP_DOCUMENT_EXTS:
+                return "zip document"
+            return kind
+    if head[257:262] == b"ustar":
+        return "tar"
+    return ""
+
+
+def _looks_pe(head: bytes) -> bool:
+    # "MZ" starts plenty of text; a PE file points at its "PE\0\0" header from offset 0x3c.
+    if len(head) < 0x40:
+        return False
+    at = int.from_bytes(head[0x3C:0x40], "little")
+    return at + 4 <= len(head) and head[at:at + 4] == b"PE\x00\x00"
+
+
+def inspect_bytes(path: str, data: bytes, *, text_stored: bool) -> FileContent:
+    """What `data` (the whole file) holds. `text_stored` says the file is UTF-8 text already kept
+    as text, in which case nothing more is needed; a UTF-8 file over the stored-text limit gets its
+    text back here for the scan."""
+    if text_stored:
+        return FileContent()
+    kind = kind_of(data[:8192], path)
+    if kind in ("zip", "zip document"):
+        return _zip_content(path, data, kind)
+    if kind in ("tar", "gzip", "bzip2", "xz"):
+        return _tar_content(path, data, kind)
+    if kind:
+        return FileContent(kind=kind)
+    text, note = _as_text(data)
+    if text is None:
+        return FileContent(note=note)
+    return FileContent(scan_texts=((path, text[:SCAN_TEXT_CHARS]),), note=note)
+
+
+def _as_text(data: bytes) -> tuple[str | None, str]:
+    """Text a script author could have meant, or (None, why not)."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            return data.decode("utf-16").lstrip("\ufeff"), "UTF-16 text"
+        except UnicodeDecodeError:
+            return None, "UTF-16 byte order mark, but not UTF-16 text"
+    sample = data[:4096]
+    if len(sample) >= 8 and sample.count(0) * 3 >= len(sample) and sample[1::2].count(0) * 10 >= len(sample[1::2]) * 9:
+        # UTF-16LE without a byte order mark: a zero after almost every byte of ASCII text.
+        try:
+            return data[:len(data) // 2 * 2].decode("utf-16-le"), "UTF-16LE text without a byte order mark"
+        except UnicodeDecodeError:
+            return None, "binary data"
+    if b"\0" in sample:
+        return None, "binary data"
+    try:
+        return data.decode("utf-8-sig"), ""  # UTF-8, over the stored-text limit
+    except UnicodeDecodeError:
+        pass
+    printable = sum(32 <= b < 127 or b in (9, 10, 13) for b in sample)
+    if printable * 10 < len(sample) * 8:
+        return None, "binary data"
+    # Mostly ASCII with bytes that are not UTF-8: a Latin-1 or Windows-1252 file. cp1252 leaves five
+    # bytes undefined; "replace" keeps every ASCII command readable whatever they are.
+    return data.decode("cp1252", errors="replace"), "not UTF-8; read as Windows-1252"
+
+
+def _zip_content(path: str, data: bytes, kind: str) -> FileContent:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        return FileContent(kind=kind, note=f"zip that cannot be opened: {exc}")
+
+    def members():
+        for info in infos:
+            if info.is_dir():
+                continue
+            if info.flag_bits & 0x1:
+                yield info.filename, info.file_size, None  # an encrypted member is known only by its name
+                continue
+            yield info.filename, info.file_size, lambda info=info: archive.open(info)
+
+    return _read_members(path, kind, members(), encrypted=any(i.flag_bits & 0x1 for i in infos))
+
+
+def _tar_content(path: str, data: bytes, kind: str) -> FileContent:
+    try:
+        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
+    except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
+        if kind != "tar":
+            return FileContent(kind=kind)  # a compressed file that is not a tarball: nothing to list
+        return FileContent(kind=kind, note=f"tar that cannot be opened: {exc}")
+
+    def members():
+        # Lazily: listing a whole compressed tarball first would decompress all of it.
+        try:
+            for info in archive:
+                if info.isfile():
+                    yield info.name, info.size, lambda info=info: archive.extractfile(info)
+        except (tarfile.TarError, OSError, EOFError, ValueError):
+            return
+
+    return _read_members(path, "tar", members())
+
+
+def _read_members(path: str, kind: str, members, *, encrypted: bool = False) -> FileContent:
+    """Names, compiled programs and scannable texts of an archive's regular members, each read at
+    most ZIP_MEMBER_BYTES far (the header's size is not trusted) and ZIP_TEXT_BYTES in all."""
+    names, executables, texts, budget, note = [], [], [], ZIP_TEXT_BYTES, ""
+    for count, (name, size, opener) in enumerate(members):
+        if count >= ZIP_MEMBERS_LISTED:
+            note = f"more than {ZIP_MEMBERS_LISTED} members; the first {ZIP_MEMBERS_LISTED} were read"
+            break
+        names.append(name)
+        if opener is None or size > ZIP_MEMBER_BYTES or size > budget:
+            if _executable_name(name):
+                executables.append(name)
+            continue
+        try:
+            with opener() as fh:
+                raw = fh.read(ZIP_MEMBER_BYTES + 1)
+        except (zipfile.BadZipFile, tarfile.TarError, OSError, ValueError, EOFError, NotImplementedError,
+                RuntimeError, AttributeError) as exc:
+            note = f"member {name} cannot be read: {exc}"
+            continue
+        budget -= len(raw)
+        member_kind = kind_of(raw[:8192], name)
+        if member_kind in EXECUTABLE_KINDS:
+            executables.append(name)
+            continue
+        if member_kind:
+            continue  # an archive inside an archive is listed, not opened
+        text, _ = _as_text(raw[:ZIP_MEMBER_BYTES])
+        if text is not None:
+            texts.append((f"{path}!{name}", text[:SCAN_TEXT_CHARS]))
+    names.sort(key=lambda n: (n not in executables, n))
+    return FileContent(kind=kind, encrypted=encrypted, members=tuple(names), executable_members=tuple(executables),
+                       scan_texts=tuple(texts), note=note)
+
+
+_EXECUTABLE_EXTS = frozenset({"exe", "dll", "scr", "com", "msi", "pif", "app", "dylib", "so", "bin", "elf", "dmg", "pkg"})
+
+
+def _executable_name(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1].lower()
+    return "." in base and base.rsplit(".", 1)[-1] in _EXECUTABLE_EXTS
