@@ -65,7 +65,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from facet_site.lib.skill_safety_decode import MAX_DECODE_DEPTH, decode_tree
-from facet_site.lib.skillformat.content import EXECUTABLE_KINDS, OPAQUE_ARCHIVE_KINDS, FileContent
+from facet_site.lib.skillformat.content import EXECUTABLE_KINDS, OPAQUE_ARCHIVE_KINDS, FileContent, named_like_program
 from facet_site.lib.skill_safety_rules import (
     CLEAN, LEVELS, RULES_PATH, SUSPICIOUS, UNSAFE, Rule, RuleFileError, RuleSet, classify_url, load_rules,
     worst_level,
@@ -203,7 +203,7 @@ _KIND_NAMES = {"elf": "ELF program (Linux)", "pe": "Windows program (PE)", "mach
 def _file_findings(rs: RuleSet, path: str, content: FileContent) -> list[Finding]:
     """Findings of the file rules on one file's kind and archive members."""
     members = content.executable_members
-    named_programs = [m for m in content.members if _PROGRAM_NAME.search(m)]
+    named_programs = [m for m in content.members if named_like_program(m, scripts=True)]
     holds = {
         "executable": content.kind in EXECUTABLE_KINDS,
         "archive-executable": bool(members) and not content.encrypted,
@@ -224,7 +224,6 @@ def _file_findings(rs: RuleSet, path: str, content: FileContent) -> list[Finding
     return out
 
 
-_PROGRAM_NAME = re.compile(r"\.(?:exe|dll|scr|com|msi|pif|bat|cmd|ps1|vbs|js|jar|app|dmg|pkg|command|sh|bin|elf|so|dylib)$", re.I)
 
 
 def _skill_md_text(skill) -> str:

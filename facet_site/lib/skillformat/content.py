@@ -15,7 +15,7 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 
-__all__ = ["FileContent", "EXECUTABLE_KINDS", "ARCHIVE_KINDS", "OPAQUE_ARCHIVE_KINDS", "inspect_bytes", "kind_of"]
+__all__ = ["FileContent", "EXECUTABLE_KINDS", "ARCHIVE_KINDS", "OPAQUE_ARCHIVE_KINDS", "inspect_bytes", "kind_of", "named_like_program"]
 
 SCAN_TEXT_CHARS = 2_000_000  # per text; the scanner reads no more of one file
 ZIP_MEMBERS_LISTED = 200
@@ -173,7 +173,7 @@ def _read_members(path: str, kind: str, members, *, encrypted: bool = False) -> 
             break
         names.append(name)
         if opener is None or size > ZIP_MEMBER_BYTES or size > budget:
-            if _executable_name(name):
+            if named_like_program(name):
                 executables.append(name)
             continue
         try:
@@ -198,9 +198,14 @@ def _read_members(path: str, kind: str, members, *, encrypted: bool = False) -> 
                        scan_texts=tuple(texts), note=note)
 
 
-_EXECUTABLE_EXTS = frozenset({"exe", "dll", "scr", "com", "msi", "pif", "app", "dylib", "so", "bin", "elf", "dmg", "pkg"})
+_PROGRAM_EXTS = frozenset({"exe", "dll", "scr", "com", "msi", "pif", "app", "dylib", "so", "bin", "elf", "dmg", "pkg"})
+_SCRIPT_EXTS = frozenset({"bat", "cmd", "ps1", "vbs", "js", "jar", "command", "sh"})
 
 
-def _executable_name(name: str) -> bool:
+def named_like_program(name: str, *, scripts: bool = False) -> bool:
+    """The member or file name ends like a compiled program (.exe, .dll, .dmg ...), or with
+    `scripts` also like a script a user would run (.ps1, .bat, .sh ...): all that is known of a
+    member too large to read or inside a password-protected archive."""
     base = name.rsplit("/", 1)[-1].lower()
-    return "." in base and base.rsplit(".", 1)[-1] in _EXECUTABLE_EXTS
+    ext = base.rsplit(".", 1)[-1] if "." in base else ""
+    return ext in _PROGRAM_EXTS or scripts and ext in _SCRIPT_EXTS
