@@ -20,7 +20,7 @@ from facet_site.api import api as ninja_api
 from skills import services as skill_services
 from skills.models import Skill
 from tests.conftest import write_skill
-from tests.tasks.test_review import make_run, make_task
+from tests.tasks.review_records import make_run, make_task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 

@@ -25,7 +25,7 @@ from tasks.models import (Recheck, RecheckStatus, RolloutBatchStatus, Step, Task
                           TrajectoryStatus, Trial, Turn, Validation, ValidationStatus)
 from tests.conftest import docker_engine_with_base_image
 from tests.tasks.conftest import make_run, skills  # noqa: F401  (fixtures)
-from tests.tasks.test_rollouts import make_task
+from tests.tasks.rollout_samples import make_task
 from tests.test_recovery_kills import FAST_RECOVERY, LLM_THREADS, broker  # noqa: F401  (broker: a fixture)
 from tests.workers import WorkerProcess, wait_until, worker_env
 

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from tasks.models import Decision, ReviewLock, Task
-from tests.tasks.test_review import XSS, make_run, make_task
+from tests.tasks.review_records import XSS, make_run, make_task
 
 from .conftest import login
 

@@ -10,7 +10,7 @@ import pytest
 from facet_site.services import ensure_user
 from tasks import assignment, exports
 from tasks.models import Export, ReviewState, Task
-from tests.tasks.test_review import make_run, make_task
+from tests.tasks.review_records import make_run, make_task
 from tests.tasks.test_team_review import exportable
 
 from .conftest import login

@@ -16,7 +16,7 @@ from scenarios.models import LLMCall, RunStatus, SynthesisRun
 from scenarios.run_config import RunConfigError
 from tasks.models import RolloutBatch
 from tasks.rollouts import llm_settings as batch_settings
-from tests.tasks.test_review import make_run, make_task
+from tests.tasks.review_records import make_run, make_task
 
 pytestmark = pytest.mark.django_db
 

@@ -1,11 +1,15 @@
 """Fixtures for task construction: a finished run with consistent scenarios over two real skills,
-the scripted LLM over HTTP, and the Docker engine (skipped without one unless FACET_REQUIRE_DOCKER=1)."""
+the scripted LLM over HTTP, and the Docker engine (skipped without one unless FACET_REQUIRE_DOCKER=1).
+Also the review tests' run, task and selection (tests/tasks/review_records.py) and the rollout
+tests' Harbor job directory, job_dir (tests/tasks/rollout_samples.py)."""
+import json
 import os
 import socket
 
 import pytest
 
 from facet_site.lib import docker_engine as de
+from facet_site.lib import harbor
 from demo import scripted_llm
 from scenarios.models import (
     CandidatePair,
@@ -20,8 +24,12 @@ from scenarios.models import (
 )
 from skills import services as skill_services
 from skills.models import Skill
+from tasks import versions
+from tasks.models import TaskStatus
 from tests.conftest import docker_engine_with_base_image, write_skill
 from tests.skills.samples import CSV_SKILL, SQLITE_SKILL
+from tests.tasks import review_records, rollout_samples
+from tests.tasks.rollout_samples import harbor_result, write_trial
 
 # Small caps: the generated task.toml asks for these, and validation never waits longer.
 CONSTRUCTION = {"max_partials": 2, "timeouts": {"build_s": 240, "solution_s": 30, "verifier_s": 60, "init_check_s": 20}}
@@ -94,3 +102,54 @@ def docker_worker(transactional_db, tmp_path):
                            log_path=tmp_path / "worker.log", env=worker_env(settings.BROKER_DIR.parent))
     yield worker
     worker.stop()
+
+
+# --- review records (tests/tasks/test_review_*.py) ----------------------------------------------
+
+
+@pytest.fixture
+def run():
+    return review_records.make_run()
+
+
+@pytest.fixture
+def task(run):
+    return review_records.make_task(run)
+
+
+@pytest.fixture
+def selection(run):
+    """Five tasks of one run: three validated (one already approved), one discarded, one with no version."""
+    tasks = [review_records.make_task(run, name=f"Validated {i}") for i in range(3)]
+    discarded = review_records.make_task(run, name="Discarded one", status=TaskStatus.DISCARDED, accepted=False)
+    empty = review_records.make_task(run, name="No version", status=TaskStatus.FAILED, version=False)
+    review_records.make_task(review_records.make_run("other run"), name="Elsewhere")  # not selected
+    return {"validated": tasks, "discarded": discarded, "empty": empty}
+
+
+# --- a Harbor job to import (tests/tasks/test_rollout_*.py) -------------------------------------
+
+
+@pytest.fixture
+def job_dir(tmp_path, db):
+    """A Harbor job over one of our tasks (exported, so its checksum is known), a task that moved
+    on since (matched through its directory), and one that is not ours."""
+    ours = rollout_samples.make_task(tmp_path, "sum-qty")
+    exported = versions.write_harbor_task(ours.current_version, tmp_path / "exported" / "sum-qty")
+    checksum = harbor.dirhash([(p.relative_to(exported).as_posix(), p.read_bytes())
+                           for p in sorted(exported.rglob("*")) if p.is_file()])
+    local = rollout_samples.make_task(tmp_path, "local-one", instruction="Another task.\n")
+    local_dir = versions.write_harbor_task(local.current_version, tmp_path / "exported" / "local-one")
+    job = tmp_path / "jobs" / "2026-01-01__10-00-00"
+    job.mkdir(parents=True)
+    (job / "config.json").write_text(json.dumps({"job_name": "nightly"}))
+    (job / "result.json").write_text(json.dumps({"id": "job-1", "finished_at": "2026-01-01T11:00:00Z",
+                                                 "n_total_trials": 5}))
+    write_trial(job, "sum-qty__aaa1111", harbor_result("sum-qty", checksum=checksum, trial_name="sum-qty__aaa1111"))
+    write_trial(job, "sum-qty__bbb2222", harbor_result("sum-qty", checksum=checksum, reward=0.0,
+                                                       trial_name="sum-qty__bbb2222"), passed=False, atif=False)
+    write_trial(job, "sum-qty__ccc3333", harbor_result("sum-qty", checksum=checksum, reward=None,
+                                                       exception="AgentTimeoutError"), passed=False)
+    write_trial(job, "renamed__ddd4444", harbor_result("renamed", task_path=str(local_dir), reward=1.0))
+    write_trial(job, "fix-git__eee5555", harbor_result("terminal-bench/fix-git", checksum="f" * 64))
+    return {"job": job, "ours": ours, "local": local, "checksum": checksum}

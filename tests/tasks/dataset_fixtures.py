@@ -14,7 +14,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from tests.lib.test_harbor import TB1_COMPOSE as _TB1_CLIENT_COMPOSE
+from tests.lib.harbor_samples import TB1_COMPOSE as _TB1_CLIENT_COMPOSE
 
 
 def wav_bytes(seconds: float = 0.05, rate: int = 8000) -> bytes:
@@ -164,7 +164,7 @@ def livecodebench_task(root: Path) -> Path:
     return tb1_task(root, dockerfile=LIVECODEBENCH_DOCKERFILE, extra={"problem.txt": b"Sum two numbers.\n"})
 
 
-# TB1's client service (as tests/lib/test_harbor.py has it) with a sidecar
+# TB1's client service (as tests/lib/harbor_samples.py has it) with a sidecar
 TB1_COMPOSE = _TB1_CLIENT_COMPOSE + "  redis:\n    image: redis:7\n"
 
 

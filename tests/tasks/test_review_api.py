@@ -5,7 +5,7 @@ from django.test import Client
 
 from tasks import review, review_queue
 from tasks.models import AuditEvent, Decision, ReviewLock, ReviewState, Task, TaskStatus
-from tests.tasks.test_review import XSS, make_run, make_task
+from tests.tasks.review_records import XSS, make_run, make_task
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from tasks.models import (
     TeamLock,
 )
 from tests.html_safety import active_content
-from tests.tasks.test_review import XSS, add_version, make_run, make_task
+from tests.tasks.review_records import XSS, add_version, make_run, make_task
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import pytest
 from facet_site.services import ensure_user
 from tasks import assignment, consensus, review
 from tasks.models import AuditEvent, Decision, ReviewState, Task, TeamLock
-from tests.tasks.test_review import _in_threads, make_run, make_task, postgres_only
+from tests.tasks.review_records import _in_threads, make_run, make_task, postgres_only
 
 pytestmark = [postgres_only, pytest.mark.django_db(transaction=True)]
 
