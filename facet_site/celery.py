@@ -4,7 +4,10 @@ import os
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
+from facet_site.lib import filesystem_broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "facet_site.settings")
+filesystem_broker.register()  # settings name the serverless broker's transport "facet-filesystem"
 
 app = Celery("facet")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -53,8 +56,9 @@ def stop_heartbeat(**kwargs):
 
 @worker_ready.connect
 def remove_leftover_files(**kwargs):
-    """Extraction areas and upload temp files of batches and requests whose process died go when
-    a worker starts (facet_site/recovery.py); a running batch's area stays."""
+    """Extraction areas and upload temp files of batches and requests whose process died, and the
+    broker's partial message files of writers that died, go when a worker starts
+    (facet_site/recovery.py); a running batch's area stays."""
     import logging
 
     from facet_site import recovery
@@ -65,7 +69,8 @@ def remove_leftover_files(**kwargs):
         logging.getLogger(__name__).warning("could not remove leftover ingest files", exc_info=True)
         return
     if removed:
-        logging.getLogger(__name__).warning("removed %d leftover ingest areas and upload files", len(removed))
+        logging.getLogger(__name__).warning("removed %d leftover ingest areas, upload files and partial broker messages",
+                                            len(removed))
 
 
 @worker_ready.connect

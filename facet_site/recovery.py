@@ -101,7 +101,14 @@ def resume_stalled() -> dict[str, list[int]]:
 
 
 def remove_leftovers() -> list[str]:
-    """At worker start: extraction areas and upload temp files no running job owns."""
+    """At worker start: extraction areas and upload temp files no running job owns, and on the
+    filesystem broker the partial message files of writers that died mid-write."""
+    from django.conf import settings
+
+    from facet_site.lib import filesystem_broker
     from skills import services as ingest
 
-    return ingest.remove_leftovers()
+    removed = ingest.remove_leftovers()
+    if getattr(settings, "CELERY_BROKER_TRANSPORT", "") == filesystem_broker.ALIAS:
+        removed += filesystem_broker.remove_stale_partials(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_out"])
+    return removed

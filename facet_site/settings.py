@@ -214,12 +214,17 @@ BROKER_DIR = DATA_DIR / "broker"
 # transport ignores it.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "") or "filesystem://localhost/"
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for sub in ("queue", "processed", "control"):
+    for sub in ("queue", "processed", "control", "damaged"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    # kombu's filesystem transport with message files written and taken whole (its own lets a worker
+    # read a half-written file, lose the job and stop); see facet_site/lib/filesystem_broker.py
+    CELERY_BROKER_TRANSPORT = "facet-filesystem"  # registered by facet_site/celery.py
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
+        # taken messages are renamed here, so it must share the queue folder's filesystem
         "processed_folder": str(BROKER_DIR / "processed"),
+        "damaged_folder": str(BROKER_DIR / "damaged"),
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
         # The workers look for new job files this often (kombu's default is 1 s). Construction hands

@@ -9,7 +9,7 @@ import pytest
 
 from facet_site.lib import docker_engine as de
 from facet_site.lib import validation as v
-from facet_site.lib.validation import trials
+from facet_site.lib.validation import trial_bounds
 from facet_site.lib.validation.report import TrialOutcome
 
 
@@ -21,21 +21,21 @@ def test_a_trial_outcome_is_counted_deduplicated_and_capped():
     outcome = TrialOutcome(kind="oracle", reward=0.0, passed=False, fs_diff=diff, reason="r" * 100_000,
                            test_results=[{"name": "t" * 5000, "outcome": "failed", "message": "m" * 100_000}] * 3000,
                            rewards={f"metric-{i}" + "k" * 500: 1.0 for i in range(1000)})
-    trials.bound_outcome(outcome)
+    trial_bounds.bound_outcome(outcome)
     started = outcome.fs_diff["processes_started"]
     assert started[0] == {"args": "sleep 1", "count": 3000}
-    assert len(started) == trials.MAX_PROCESSES
+    assert len(started) == trial_bounds.MAX_PROCESSES
     assert outcome.fs_diff["processes_started_total"] == 3101
     assert outcome.fs_diff["processes_started_omitted"] == 3101 - sum(p["count"] for p in started)
-    assert len(outcome.fs_diff["added"]) == trials.MAX_PATHS and outcome.fs_diff["added_total"] == 5000
-    assert all(len(p) <= trials.MAX_PATH_CHARS for p in outcome.fs_diff["added"])
-    assert len(outcome.fs_diff["modified"]) == trials.MAX_PATHS and outcome.fs_diff["modified_total"] == 1000
-    assert len(outcome.reason) < 2 * trials.MAX_REASON_CHARS
-    assert len(outcome.test_results) == trials.MAX_TEST_RESULTS + 1
+    assert len(outcome.fs_diff["added"]) == trial_bounds.MAX_PATHS and outcome.fs_diff["added_total"] == 5000
+    assert all(len(p) <= trial_bounds.MAX_PATH_CHARS for p in outcome.fs_diff["added"])
+    assert len(outcome.fs_diff["modified"]) == trial_bounds.MAX_PATHS and outcome.fs_diff["modified_total"] == 1000
+    assert len(outcome.reason) < 2 * trial_bounds.MAX_REASON_CHARS
+    assert len(outcome.test_results) == trial_bounds.MAX_TEST_RESULTS + 1
     assert "2500 more test results" in outcome.test_results[-1]["name"]
-    assert max(len(t["name"]) for t in outcome.test_results) <= trials.MAX_TEST_NAME_CHARS
-    assert max(len(t["message"]) for t in outcome.test_results) < 2 * trials.MAX_TEST_MESSAGE_CHARS
-    assert len(outcome.rewards) == trials.MAX_REWARD_KEYS
+    assert max(len(t["name"]) for t in outcome.test_results) <= trial_bounds.MAX_TEST_NAME_CHARS
+    assert max(len(t["message"]) for t in outcome.test_results) < 2 * trial_bounds.MAX_TEST_MESSAGE_CHARS
+    assert len(outcome.rewards) == trial_bounds.MAX_REWARD_KEYS
     assert len(json.dumps(outcome.to_dict())) < 2_000_000  # was ~300 MB
 
 
@@ -69,5 +69,5 @@ def test_a_solution_starting_thousands_of_processes_leaves_one_counted_line(tmp_
     sleeps = [p for p in started if p["args"] == "sleep 90"]
     assert len(sleeps) == 1 and sleeps[0]["count"] >= 1900, (started, oracle.failure, oracle.reason)
     assert oracle.fs_diff["processes_started_total"] >= 1900
-    assert len(started) <= trials.MAX_PROCESSES
+    assert len(started) <= trial_bounds.MAX_PROCESSES
     assert len(json.dumps(oracle.fs_diff)) < 50_000
