@@ -10,7 +10,7 @@ from ninja.pagination import paginate
 from facet_site.pagination import PageNumberPagination  # bounded page numbers
 from facet_site.roles import can_review
 
-from . import services
+from . import queries, services
 from .models import Category, IngestBatch, Skill
 from .schemas import (
     CategoryOut,
@@ -38,7 +38,7 @@ class SkillFilters(Schema):
 @skills_router.get("", response=list[SkillOut], summary="List skills (current versions)")
 @paginate(PageNumberPagination, page_size=50)
 def list_skills(request, filters: Query[SkillFilters]):
-    return services.filter_skills(**filters.dict()).prefetch_related("verdicts")
+    return queries.filter_skills(**filters.dict()).prefetch_related("verdicts")
 
 
 @skills_router.get("/{int:skill_id}", response=SkillDetailOut, summary="One skill version with files, verdicts and neighbours")
@@ -64,7 +64,7 @@ def override_category(request, skill_id: int, payload: CategoryOverrideIn):
 @categories_router.get("", response=list[CategoryOut], summary="The taxonomy with live counts")
 def list_categories(request):
     out = []
-    for row in services.taxonomy_table():
+    for row in queries.taxonomy_table():
         out.append(_counted(row, within_parent=False))
         out += [_counted(child, within_parent=True) for child in row["children"]]
     return out

@@ -10,8 +10,9 @@ acceptable alternatives at a lower weight), hand-written category examples
 blended with the zero-shot similarity to the category descriptions, which keeps categories with
 few labelled skills reachable. A second, lexical model (TF-IDF of words and word pairs, logistic
 regression) reads the skill's own words, product and tool names the sentence embedding blurs, and
-is blended in; the result is sharpened so the top category reads as a confidence. Measured by
-`bench/category_accuracy.py`.
+is blended in; the result is sharpened so the top category reads as a confidence. A skill written
+mostly in Chinese or Japanese, which MiniLM and the word pattern cannot read, is read through the
+English of its terms (`cjk_gloss`, `cjk_glossary.json`). Measured by `bench/category_accuracy.py`.
 
 Optional LLM stage (`llm_classify`): when an endpoint is configured, a skill goes to the model
 with the taxonomy, the labelling guidelines and the embedding classifier's guess; calls go
@@ -22,6 +23,7 @@ Django; the caller chooses the embedder (normally `skills.services.embed`).
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
@@ -44,6 +46,8 @@ VECTORS_FILE = LABELS_DIR / "openclaw-categories.vectors.npz"
 # The labelled skills' lexical texts (`lexical_text`), written beside the vectors for the same reason.
 TEXTS_FILE = LABELS_DIR / "openclaw-categories.texts.jsonl.gz"
 TAXONOMY_FILE = Path(__file__).resolve().parent / "taxonomy.json"
+# English for Chinese and Japanese words that say what a skill is for (see cjk_gloss).
+CJK_GLOSSARY_FILE = Path(__file__).resolve().parent / "cjk_glossary.json"
 # Scientific skills written for a sanity check (the corpus has almost none): see labels/README.md.
 SCIENCE_PROBE_FILE = LABELS_DIR / "science-probe.jsonl"
 # Three rounds of them, by what each was used for: the first two guided which scientific category
@@ -52,6 +56,12 @@ SCIENCE_PROBES = {
     "science_probe": SCIENCE_PROBE_FILE,
     "science_probe_2": LABELS_DIR / "science-probe-2.jsonl",
     "science_probe_3_blind": LABELS_DIR / "science-probe-3.jsonl",
+}
+# Chinese and Japanese skills written for the same kind of check (labels/README.md): the first
+# guided the glossary (cjk_glossary.json); the second was scored once, after it was written.
+CJK_PROBES = {
+    "chinese_probe_1": LABELS_DIR / "chinese-probe-1.jsonl",
+    "chinese_probe_2_blind": LABELS_DIR / "chinese-probe-2.jsonl",
 }
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 LLM_STAGE = "classify_category"
@@ -81,6 +91,10 @@ LEXICAL_BODY_CHARS = 3000
 # The most frequent words and word pairs kept: 10,000 scores as well as 50,000 on cross-validation
 # and trains in about half the time (training happens once per process).
 LEXICAL_FEATURES = 10_000
+# A skill with fewer CJK characters than this is English with a name or two in it: no gloss.
+CJK_GLOSS_MIN_CHARS = 20
+# At most this many glossed terms; MiniLM reads ~256 tokens and the skill's own text follows.
+CJK_GLOSS_TERMS = 30
 
 
 @dataclass(frozen=True)
@@ -132,11 +146,55 @@ def body_pieces(body: str) -> list[str]:
     return pieces[:1] + [p for p in pieces[1:] if len(p) >= MIN_PIECE_CHARS]
 
 
-def lexical_text(name: str, description: str, body: str) -> str:
+# Hiragana and katakana, CJK ideographs (extension A, unified, compatibility): the characters
+# cjk_gloss counts and a glossed skill's embedded text leaves out. Hangul is not among them: the
+# glossary has no Korean, so a Korean skill is read as any other.
+CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def _without_cjk(text: str) -> str:
+    return _SPACE.sub(" ", CJK_CHAR.sub(" ", text or "")).strip()
+
+
+@functools.lru_cache(maxsize=4)
+def _glossary(path: Path = CJK_GLOSSARY_FILE) -> tuple[dict[str, str], re.Pattern]:
+    terms = {t: en for group in json.loads(Path(path).read_text(encoding="utf-8"))["groups"].values()
+             for t, en in group.items()}
+    # longest first, so the regex takes "数据清洗" where it would otherwise take "数据"
+    return terms, re.compile("|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True)))
+
+
+def cjk_gloss(name: str, description: str, body: str, *, path: Path = CJK_GLOSSARY_FILE,
+              min_chars: int = CJK_GLOSS_MIN_CHARS) -> str:
+    """English for the glossary terms a mostly Chinese or Japanese skill uses, or "" for any other
+    skill. MiniLM and the lexical model's word pattern read English only, so without it such a
+    skill is classified on its few ASCII names and commands. Terms of the name and description
+    come first, then the body's by how often they occur; each English gloss once."""
+    head = f"{name or ''} {description or ''}"
+    text = f"{head} {(body or '')[:LEXICAL_BODY_CHARS]}"
+    if len(CJK_CHAR.findall(text)) < min_chars or not CJK_CHAR.search(text):
+        return ""
+    terms, pattern = _glossary(path)
+    counts: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for m in pattern.finditer(text):
+        en = terms[m.group()]
+        counts[en] = counts.get(en, 0) + 1
+        first.setdefault(en, m.start())
+    in_head = {en for en, at in first.items() if at < len(head)}
+    ranked = sorted(counts, key=lambda en: (en not in in_head, -counts[en], first[en]))
+    return " ".join(ranked[:CJK_GLOSS_TERMS])
+
+
+def lexical_text(name: str, description: str, body: str, gloss: str | None = None) -> str:
     """What the lexical model reads: name and description twice (they say what the skill is for, and
     the body is longer), then the start of the body as written, code included, since a command or
-    a package name is often the clearest sign of what a skill does."""
-    return f"{name} {description} {name} {description} {(body or '')[:LEXICAL_BODY_CHARS]}"
+    a package name is often the clearest sign of what a skill does; then, for a Chinese or
+    Japanese skill, the English of its terms (`cjk_gloss`; pass `gloss` when already computed)."""
+    text = f"{name} {description} {name} {description} {(body or '')[:LEXICAL_BODY_CHARS]}"
+    if gloss is None:
+        gloss = cjk_gloss(name, description, body)
+    return f"{text} {gloss}" if gloss else text
 
 
 def combine(name_description_vectors: np.ndarray, *body_vectors: np.ndarray) -> np.ndarray:
@@ -150,14 +208,30 @@ def combine(name_description_vectors: np.ndarray, *body_vectors: np.ndarray) -> 
 
 def skill_vectors(
     embed: Embed, *, names: Sequence[str], descriptions: Sequence[str], bodies: Sequence[str],
-    name_description_vectors: np.ndarray | None = None,
+    name_description_vectors: np.ndarray | None = None, glosses: Sequence[str] | None = None,
 ) -> np.ndarray:
-    """Classifier input for skills; pass `name_description_vectors` when they are already embedded."""
+    """Classifier input for skills; pass `name_description_vectors` when they are already embedded
+    and `glosses` (`cjk_gloss` of each skill) when already computed."""
     if name_description_vectors is None:
         name_description_vectors = embed([name_description_text(n, d) for n, d in zip(names, descriptions)])
     # An empty body would embed as noise; the skill's name stands in for it.
     pieces = [body_pieces(b) for b in bodies]
     heads = [p[0] if p else n for n, p in zip(names, pieces)]
+    # A Chinese or Japanese skill is read through the English of its terms (cjk_gloss): its head
+    # and its "name: description" (embedded again, in place of ingest's vector) get the gloss in
+    # front and lose their CJK characters, which MiniLM reads as near-noise that pulls every such
+    # skill toward the same few categories; further pieces left with little else are dropped.
+    if glosses is None:
+        glosses = [cjk_gloss(n, d, b) for n, d, b in zip(names, descriptions, bodies)]
+    glossed = [i for i, g in enumerate(glosses) if g]
+    if glossed:
+        name_description_vectors = np.asarray(name_description_vectors, np.float32).copy()
+        name_description_vectors[glossed] = embed([
+            f"{names[i]}: {cjk_gloss(names[i], descriptions[i], '', min_chars=0) or glosses[i]}. "
+            f"{_without_cjk(descriptions[i])}" for i in glossed])
+        for i in glossed:
+            heads[i] = f"{glosses[i]}. {_without_cjk(heads[i])}"
+            pieces[i] = pieces[i][:1] + [t for t in map(_without_cjk, pieces[i][1:]) if len(t) >= MIN_PIECE_CHARS]
     further = [(i, text) for i, p in enumerate(pieces) for text in p[1:]]
     embedded = np.asarray(embed(heads + [t for _, t in further]), np.float32)  # one batch for the model
     head_vectors = embedded[:len(heads)]
@@ -194,8 +268,9 @@ def load_labelled(path: Path = LABELS_FILE) -> list[LabelledSkill]:
     return rows
 
 
-def load_science_probe(path: Path = SCIENCE_PROBE_FILE) -> list[tuple[LabelledSkill, dict]]:
-    """The hand-written scientific skills with their labels: (label, {name, description, body})."""
+def load_probe(path: Path = SCIENCE_PROBE_FILE) -> list[tuple[LabelledSkill, dict]]:
+    """A probe of hand-written skills (SCIENCE_PROBES, CJK_PROBES) with their labels:
+    (label, {name, description, body})."""
     out = []
     for line in Path(path).read_text().splitlines():
         if line.strip():
@@ -429,9 +504,11 @@ def classify(
 ) -> list[Classification]:
     """Category, confidence and runner-up for each skill; pass `name_description_vectors` when
     they are already embedded (ingest has them from near-duplicate detection)."""
+    glosses = [cjk_gloss(n, d, b) for n, d, b in zip(names, descriptions, bodies)]
     vectors = skill_vectors(embed, names=names, descriptions=descriptions, bodies=bodies,
-                            name_description_vectors=name_description_vectors)
-    return classifier.classify(vectors, [lexical_text(n, d, b) for n, d, b in zip(names, descriptions, bodies)])
+                            name_description_vectors=name_description_vectors, glosses=glosses)
+    return classifier.classify(vectors, [lexical_text(n, d, b, gloss) for n, d, b, gloss
+                                         in zip(names, descriptions, bodies, glosses)])
 
 
 # --- optional LLM stage ------------------------------------------------------------------------

@@ -90,7 +90,7 @@ class SkillDetailOut(SkillOut):
 
     @staticmethod
     def resolve_neighbours(skill) -> list[dict]:
-        from .services import nearest_skills
+        from .queries import nearest_skills
 
         return [{"id": n.id, "name": n.name, "cosine": round(c, 4)} for n, c in nearest_skills(skill)]
 

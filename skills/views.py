@@ -3,7 +3,7 @@ with its low-confidence queue, the safety review queue, uploads and an ingest ba
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import FileResponse, Http404, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -14,7 +14,7 @@ from facet_site import stamps
 from facet_site.lib.render import highlight_code, render_markdown
 from facet_site.roles import can_review, require
 
-from . import charts, review, services
+from . import charts, queries, review, services
 from .models import Category, CategorySource, IngestBatch, Skill, SkillStatus, Verdict, VerdictKind
 
 PAGE_SIZE = 50
@@ -26,16 +26,16 @@ FILE_COLLAPSE_LINES = 200
 def _filters(request) -> dict:
     g = request.GET
     return {k: g.get(k, "").strip() for k in ("q", "category", "status", "verdict", "source", "owner")} | {
-        "sort": g.get("sort", "name") if g.get("sort") in services.SORTS else "name"
+        "sort": g.get("sort", "name") if g.get("sort") in queries.SORTS else "name"
     }
 
 
 def skill_list(request):
     filters = _filters(request)
-    qs = services.filter_skills(**filters)
+    qs = queries.filter_skills(**filters)
     page = Paginator(qs, PAGE_SIZE).get_page(request.GET.get("page"))
     status_counts = dict(
-        services.filter_skills(**{**filters, "status": "", "sort": "name"}).order_by().values_list("status").annotate(n=Count("id"))
+        queries.filter_skills(**{**filters, "status": "", "sort": "name"}).order_by().values_list("status").annotate(n=Count("id"))
     )
     query_without_page = request.GET.copy()
     query_without_page.pop("page", None)
@@ -67,7 +67,7 @@ def skill_detail(request, skill_id: int):
                      .select_related("skill").order_by("id")[:20],
         "safety_findings": (skill.safety_report or {}).get("findings", []),
         "safety_examples": (skill.safety_report or {}).get("examples", []),
-        "neighbours": services.nearest_skills(skill),
+        "neighbours": queries.nearest_skills(skill),
         "versions": Skill.objects.filter(key=skill.key).order_by("-version_number"),
         "fine_categories": Category.objects.filter(parent__isnull=False).select_related("parent").order_by("parent__position", "position"),
     })
@@ -116,7 +116,7 @@ def override_category(request, skill_id: int):
 
 
 def _taxonomy_context() -> dict:
-    rows = services.taxonomy_table()
+    rows = queries.taxonomy_table()
     return {
         "rows": rows,
         "total": sum(r["count"] for r in rows),

@@ -10,12 +10,15 @@ import pytest
 from skills import classification as cl
 from tests.conftest import REPO, SAMPLE_CORPUS
 
-# Issue 15's goal for exact-or-acceptable: 80% of the 251 held-out skills (86.5% measured, see
-# bench/results/category_accuracy.json). Its family goal, 90%, is NOT met (83.3% measured). Each
-# floor is the measured figure minus about five skills, so a real regression fails and the
-# int8/fp32 backend or float16 stored-vector differences do not.
-HELDOUT_ACCEPTABLE_FLOOR = 0.845
-HELDOUT_FAMILY_FLOOR = 0.81
+# Issue 15's goal for exact-or-acceptable: 80% of the 251 held-out skills (87.3% measured on
+# 2026-12-03, see bench/results/category_accuracy.json). Its family goal, 90%, is NOT met (81.3%
+# measured). Each floor is the measured figure minus three or four skills, so a real regression
+# fails and the int8/fp32 backend or float16 stored-vector differences do not. The Chinese and
+# Japanese glossary moved the family floor down by two skills (0.81 before): two held-out Chinese
+# skills now go to their acceptable alternative in another family, while acceptable rose by four
+# (its floor up from 0.845) and the blind Chinese probe went from 16 to 25 of 30 in the right family.
+HELDOUT_ACCEPTABLE_FLOOR = 0.855
+HELDOUT_FAMILY_FLOOR = 0.80
 
 
 # --- a toy embedder: one axis per keyword, so the expected answers are known -------------------
@@ -133,6 +136,69 @@ def test_lexical_text_leads_with_name_and_description_and_keeps_code(tmp_path):
     assert cl.load_labelled_texts(tmp_path / "absent.gz") == {}
 
 
+# A Chinese skill written for these tests, in the shape registries publish them.
+CHINESE_CLEANING_SKILL = (
+    "shuju-qingxi",
+    "清洗销售数据表：去重、统一日期格式并校验必填字段。",
+    "# 数据清洗\n\n## 步骤\n1. 用 pandas 读取 `sales.csv`，按订单号去重。\n"
+    "2. 把日期统一成 YYYY-MM-DD，校验必填字段，缺失值写入 `errors.csv`。\n"
+    "3. 数据清洗完成后输出统计摘要。\n",
+)
+
+
+def test_a_chinese_skill_is_glossed_in_english_terms_of_its_description_first():
+    name, description, body = CHINESE_CLEANING_SKILL
+    gloss = cl.cjk_gloss(name, description, body)
+    words = gloss.split()
+    # the description's terms lead, those occurring most first; then the body's
+    assert set(words[:5]) == {"deduplicate", "validate", "field", "clean", "table"}, gloss
+    assert words[:3] != ["clean", "table", "deduplicate"]  # counted, not only in order of appearance
+    assert "data cleaning" in gloss and "missing values" in gloss
+    # a longer term wins over the one inside it: 数据清洗 and 数据表 are not read as 数据 ("data")
+    assert " data " not in f" {gloss.replace('data cleaning', '')} "
+    assert gloss.count("deduplicate") == 1  # each English gloss once, however often its term occurs
+
+
+def test_english_skills_and_skills_with_a_few_chinese_words_are_not_glossed():
+    assert cl.cjk_gloss("weather", "Forecasts for any city", "Run `curl wttr.in/London`.") == ""
+    assert cl.cjk_gloss("weather", "Forecasts (天气预报) for any city", "Run `curl wttr.in/北京`.") == ""
+    assert cl.lexical_text("weather", "Forecasts", "curl wttr.in") == "weather Forecasts weather Forecasts curl wttr.in"
+
+
+def test_the_lexical_model_reads_the_gloss_of_a_chinese_skill():
+    name, description, body = CHINESE_CLEANING_SKILL
+    text = cl.lexical_text(name, description, body)
+    assert text.endswith(cl.cjk_gloss(name, description, body)) and "pandas" in text
+
+
+def test_a_chinese_skill_is_embedded_through_its_gloss_without_the_chinese_characters():
+    calls = []
+
+    def embed(texts):
+        calls.append(list(texts))
+        return toy_embed(texts)
+
+    name, description, body = CHINESE_CLEANING_SKILL
+    stored = toy_embed([cl.name_description_text(name, description)])
+    v = cl.skill_vectors(embed, names=[name], descriptions=[description], bodies=[body], name_description_vectors=stored)
+    assert np.allclose(np.linalg.norm(v, axis=1), 1)
+    (name_description,), (head,) = calls
+    assert name_description.startswith("shuju-qingxi: clean") and "deduplicate" in name_description
+    assert head.startswith(cl.cjk_gloss(name, description, body)) and "pandas" in head and "sales.csv" in head
+    assert not cl.CJK_CHAR.search(name_description + head)
+
+
+def test_the_glossary_maps_chinese_and_japanese_terms_to_plain_english():
+    data = json.loads(cl.CJK_GLOSSARY_FILE.read_text(encoding="utf-8"))
+    seen = {}
+    for group, terms in data["groups"].items():
+        for term, english in terms.items():
+            assert cl.CJK_CHAR.search(term), (group, term)
+            assert english.isascii() and english.strip() == english and english, (group, term)
+            assert seen.setdefault(term, english) == english, f"{term} glossed two ways"
+    assert len(seen) > 400
+
+
 def test_softmax_regression_separates_separable_points():
     x = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]], np.float64)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
@@ -198,6 +264,20 @@ def test_the_stored_vectors_and_texts_cover_exactly_the_labelled_skills():
     assert np.allclose(np.linalg.norm(np.vstack(list(vectors.values())), axis=1), 1, atol=1e-2)
     texts = cl.load_labelled_texts()
     assert set(texts) == ids and all(t.strip() for t in texts.values())
+
+
+@pytest.mark.corpus
+@pytest.mark.skipif(not SAMPLE_CORPUS.is_dir(), reason="../shared/corpus/openclaw-sample is absent")
+def test_the_stored_texts_are_what_the_code_reads_from_the_corpus_today():
+    """An edit to lexical_text or to the glossary must be followed by `bench/category_accuracy.py
+    --write-vectors`, or production trains on texts (and vectors) the code no longer makes."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import category_accuracy
+
+    skills = category_accuracy.read_corpus(SAMPLE_CORPUS)
+    stored = cl.load_labelled_texts()
+    stale = [i for i, t in stored.items() if cl.lexical_text(skills[i].name, skills[i].description, skills[i].body) != t]
+    assert stale == []
 
 
 def test_the_second_readers_labels_are_valid_and_name_labelled_skills():
@@ -318,7 +398,7 @@ def production_classifier(embed):
 def test_scientific_skills_land_in_the_data_family_not_in_audio_or_deployment(embed, production_classifier, probe_key):
     """Scientific libraries once went to audio, deployment or MCP; the corpus has almost none, so
     hand-written probes (skills/labels/science-probe*.jsonl) check where they go now."""
-    probe = cl.load_science_probe(cl.SCIENCE_PROBES[probe_key])
+    probe = cl.load_probe(cl.SCIENCE_PROBES[probe_key])
     results = cl.classify(embed, names=[s["name"] for _, s in probe], descriptions=[s["description"] for _, s in probe],
                           bodies=[s["body"] for _, s in probe], classifier=production_classifier)
     families = {c["slug"]: c["family"] for c in cl.taxonomy_categories()}
@@ -326,3 +406,21 @@ def test_scientific_skills_land_in_the_data_family_not_in_audio_or_deployment(em
     assert right / len(probe) >= SCIENCE_FAMILY_FLOORS[probe_key], [(r.id, c.category) for (r, _), c in zip(probe, results)]
     assert not any(c.category in {"audio-speech-and-music", "deployment-containers-and-devops", "mcp-and-external-tools"}
                    for c in results)
+
+
+# Family floors for the Chinese and Japanese probes (bench/results/category_accuracy.md), two skills
+# under what the production classifier scored on 2026-12-03: 31 of 34 for the first, which guided
+# the glossary, and 25 of 30 for the blind second (19 and 16 before the glossary).
+CJK_FAMILY_FLOORS = {"chinese_probe_1": 0.85, "chinese_probe_2_blind": 0.76}
+
+
+@pytest.mark.parametrize("probe_key", sorted(CJK_FAMILY_FLOORS))
+def test_chinese_and_japanese_skills_land_in_their_family(embed, production_classifier, probe_key):
+    """MiniLM reads English; without the glossary half of these skills went to prompts, office or games."""
+    probe = cl.load_probe(cl.CJK_PROBES[probe_key])
+    assert all(cl.cjk_gloss(s["name"], s["description"], s["body"]) for _, s in probe)
+    results = cl.classify(embed, names=[s["name"] for _, s in probe], descriptions=[s["description"] for _, s in probe],
+                          bodies=[s["body"] for _, s in probe], classifier=production_classifier)
+    families = {c["slug"]: c["family"] for c in cl.taxonomy_categories()}
+    right = sum(families[c.category] == families[r.category] for (r, _), c in zip(probe, results))
+    assert right / len(probe) >= CJK_FAMILY_FLOORS[probe_key], [(r.id, c.category) for (r, _), c in zip(probe, results)]

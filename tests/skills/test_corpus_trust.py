@@ -281,6 +281,55 @@ def test_ingest_classifies_with_the_trained_classifier_and_keeps_the_runner_up(t
     assert "Trained classifier, confidence" in html and "runner-up" in html
 
 
+# Written for this test: Chinese throughout, with not one English word or command, so the
+# categories below come from the glossary (skills/cjk_glossary.json); without it both skills fall
+# to "prompt and model calls" (MiniLM reads Chinese characters as near-noise).
+CHINESE_DATABASE_SKILL = """---
+name: 数据库查询助手
+description: 用自然语言查询公司的销售数据库，生成查询语句并导出结果。
+---
+# 数据库查询助手
+
+当用户想从数据库中查数据时使用本技能。
+
+1. 先读取数据库的表结构，列出每个数据表的字段和索引。
+2. 根据用户的问题写出查询语句，先在只读连接上执行。
+3. 查询结果超过一千行时分页，并把结果导出为表格文件。
+4. 不要执行删除或修改数据的语句。
+"""
+
+CHINESE_VIDEO_SKILL = """---
+name: 短视频字幕
+description: 给短视频自动生成字幕并剪辑片段。
+---
+# 短视频字幕
+
+1. 读取视频文件，提取音频。
+2. 用语音识别生成字幕文件。
+3. 按字幕的时间轴剪辑视频片段，导出新的视频。
+4. 检查字幕和画面是否同步。
+"""
+
+
+def test_chinese_skills_are_classified_through_the_glossary_on_ingest_and_on_reclassify(tmp_path, client_as):
+    write_skill(tmp_path / "c", "li/sql-helper", CHINESE_DATABASE_SKILL, meta("li", "sql-helper"))
+    write_skill(tmp_path / "c", "wang/shorts-captions", CHINESE_VIDEO_SKILL, meta("wang", "shorts-captions"))
+    ingest(tmp_path / "c")
+
+    database, video = current("li/sql-helper"), current("wang/shorts-captions")
+    assert (database.category.slug, video.category.slug) == ("databases-and-sql", "video-animation-and-captions")
+    html = client_as("viewer").get(reverse("skills:detail", args=[database.pk])).content.decode()
+    assert database.category.name in html and "数据库查询助手" in html
+
+    # reclassify reads the stored skill the same way: a category knocked off course comes back
+    Skill.objects.filter(pk=video.pk).update(category=database.category, category_source=CategorySource.EMBEDDING)
+    out = io.StringIO()
+    call_command("reclassify", stdout=out)
+    assert "1  category changed" in out.getvalue()
+    assert current("wang/shorts-captions").category.slug == "video-animation-and-captions"
+    assert current("li/sql-helper").category.slug == "databases-and-sql"
+
+
 def test_the_taxonomy_page_queues_low_confidence_skills_and_an_override_leaves_the_queue(tmp_path, client_as):
     from skills.models import Category
 
