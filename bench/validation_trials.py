@@ -2,7 +2,7 @@
 one after the other) and after (two of each, concurrently where cores allow), in one run, and
 each trial next to the plain docker CLI running the same trial side by side.
 
-Uses bench/validation.py's three generated tasks (built once, not timed). Per round and task, in
+Uses the three generated tasks of bench/validation_tasks.py (built once, not timed). Per round and task, in
 a rotating order:
 
 * before:        validate_task(trial_runs=1, max_parallel=1, partial_solutions=[])
@@ -39,7 +39,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.machine import cpu_model  # noqa: E402
-from bench.validation import stats, write_tasks  # noqa: E402
+from bench.validation import stats  # noqa: E402
+from bench.validation_tasks import write_tasks  # noqa: E402
 from facet_site.lib import docker_engine as de  # noqa: E402
 from facet_site.lib import validation as v  # noqa: E402
 

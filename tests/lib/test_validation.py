@@ -15,7 +15,7 @@ import pytest
 
 from facet_site.lib import docker_engine as de
 from facet_site.lib import validation as v
-from facet_site.lib.validation import partials
+from facet_site.lib.validation import partials, trials
 
 pytestmark = pytest.mark.docker
 
@@ -162,6 +162,31 @@ def test_a_good_task_is_accepted_with_all_trials(client, base_image, tmp_path, n
     print(f"\nvalidation of the tiny task: build {report.build_seconds:.2f} s, "
           + ", ".join(f"{t.name} {t.total_seconds:.2f} s" for t in report.trials)
           + f", total {report.total_seconds:.2f} s")
+
+
+
+def test_the_initial_state_never_lists_the_image_scan_as_a_service(client, base_image, tmp_path,
+                                                                    monkeypatch, no_leftovers):
+    # The image scan (find | sha256sum over the root filesystem) runs while e0's files are read.
+    # On a big image, or a busy engine, it is still running when the read ends; a slow scan and
+    # a slow read stand in for that here. e0's services are the environment's own processes,
+    # and the scan is ours.
+    real_command, real_snapshot = trials.image_scan_command, de.Sandbox.snapshot
+    monkeypatch.setattr(trials, "image_scan_command",
+                        lambda *a, **k: "sleep 4; " + real_command(*a, **k))
+
+    def slow_snapshot(sandbox, *args, **kwargs):
+        time.sleep(1.5)
+        return real_snapshot(sandbox, *args, **kwargs)
+
+    monkeypatch.setattr(de.Sandbox, "snapshot", slow_snapshot)
+    report = validate(client, make_task(tmp_path / "task"))
+
+    assert report.accepted, (report.failure, report.reason)
+    assert report.initial_state["image_scan"]["seconds"] >= 4  # the scan ran, and ran long
+    assert report.initial_state["services"] == []
+    assert not any("sha256sum" in p["args"] or "sleep 4" in p["args"]
+                   for p in report.initial_state["snapshot"]["processes"])
 
 
 def test_task_toml_timeouts_are_capped_and_used(client, base_image, tmp_path, no_leftovers):
@@ -342,7 +367,7 @@ def test_the_leak_image_scan_hashes_the_files_the_tasks_build_wrote(client, base
     """The image-wide part of the leaked-answer check: what the scan sees, and what it costs."""
     import hashlib
 
-    from facet_site.lib.validation import acceptance, trials
+    from facet_site.lib.validation import acceptance
 
     build = de.build_image(client, make_task(tmp_path, dockerfile=LEAK_SCAN_DOCKERFILE) / "environment",
                            timeout_s=180)

@@ -558,16 +558,23 @@ class Sandbox:
         max_files: int = 20000,
         max_bytes: int = 512 * MiB,
         max_previews: int = 0,
+        with_processes: bool = True,
     ) -> Snapshot:
         """Files under `paths` (size, mode, owner, sha256, heads of text files) and the running
         processes. Read through the engine (archive and top APIs), so nothing that runs in the
-        sandbox can lie about it. Paths under /tmp read the image layer, not the tmpfs."""
+        sandbox can lie about it. Paths under /tmp read the image layer, not the tmpfs.
+
+        with_processes=False leaves `processes` None, for a caller that listed them itself
+        before running anything of its own in the sandbox (processes())."""
         snap = read_files(self.client, self._require_alive(), paths, max_text_head=max_text_head,
                           max_files=max_files, max_bytes=max_bytes, max_previews=max_previews)
-        snap.processes = self._processes()
+        if with_processes:
+            snap.processes = self.processes()
         return snap
 
-    def _processes(self) -> list[ProcessEntry] | None:
+    def processes(self) -> list[ProcessEntry] | None:
+        """The processes running now, the sandbox's init loop left out; None when the engine
+        cannot tell."""
         return running_processes(self.client, self.id)
 
     diff = staticmethod(diff_snapshots)

@@ -5,8 +5,9 @@ trial; plus the environment's initial state e0. Django-free.
 The trials of one validation may run in threads at once (TrialRunner.run is thread-safe): e0 is
 captured once, under a lock, by whichever trial starts first, before anything runs in it.
 
-Not split: one trial's sandbox, its log capture, its verifier reading and the image scan that
-runs beside the first trial share the TrialRunner's lock and state.
+What a trial record keeps of what task code can inflate is in trial_bounds.py. The rest stays in
+one file: one trial's sandbox, its log capture, its verifier reading and the image scan that runs
+beside the first trial share the TrialRunner's lock and state.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from facet_site.lib import task_defects, verifier_output
 from facet_site.lib.validation.report import (INFRA_ERROR, NOP_UNEXPECTED_PASS, ORACLE_FAILED,
                                               PARTIAL_UNEXPECTED_PASS, SOLUTION_FAILED, SOLUTION_TIMEOUT,
                                               VERIFIER_NO_REWARD, VERIFIER_TIMEOUT, TrialOutcome, cap_text)
+from facet_site.lib.validation.trial_bounds import MAX_COMMAND_CHARS, MAX_PROCESSES, bound_outcome, count_commands
 from facet_site.lib.validation.task_checks import (DEFAULT_LIMITS, DEFAULT_WORKDIR, LOG_DIRS, VERIFIER_LOGS,
                                                    TaskFiles, finding)
 
@@ -55,20 +57,6 @@ _IMAGE_SCAN_OUTPUT_BYTES = 4 * de.MiB
 _IMAGE_SCAN_SKIP = ("/proc", "/sys", "/dev", "/tmp", "/logs", "/tests", "/solution",
                     "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/.dockerenv")
 _SHA256_LINE = re.compile(r"^(\\?)([0-9a-f]{64}) [ *](.*)$")
-
-# What a trial record keeps of everything task code can inflate (docs/operations.md): a fork
-# bomb's thousands of identical processes become one line with a count, and no list or text the
-# solution or verifier controls grows past these. Logs have their own cap (cap_text).
-MAX_PROCESSES = 50  # distinct commands per list (processes started / ended), each with its count
-MAX_COMMAND_CHARS = 300
-MAX_PATHS = 200  # paths per fs-diff list (added, removed, modified); the totals stay
-MAX_PATH_CHARS = 500
-MAX_TEST_RESULTS = 500  # per trial, from the verifier's JUnit/CTRF report
-MAX_TEST_NAME_CHARS = 500
-MAX_TEST_MESSAGE_CHARS = 2000
-MAX_REASON_CHARS = 4000
-MAX_REWARD_KEYS = 50  # metrics kept from reward.json
-MAX_REWARD_KEY_CHARS = 100
 
 
 def _texts(snap: de.Snapshot, paths=None) -> dict[str, str]:
@@ -153,54 +141,6 @@ def _only_under(snap: de.Snapshot, roots: Sequence[str]) -> de.Snapshot:
                        missing=[m for m in snap.missing if m in keep],
                        processes=snap.processes, truncated=snap.truncated,
                        taken_at=snap.taken_at)
-
-
-def count_commands(commands: Sequence[str], *, limit: int = MAX_PROCESSES) -> tuple[list[dict], int]:
-    """Distinct commands (cut to MAX_COMMAND_CHARS) with how often each ran, most frequent first,
-    at most `limit` of them; and how many runs the omitted commands account for."""
-    counts: dict[str, int] = {}
-    for command in commands:
-        key = command[:MAX_COMMAND_CHARS]
-        counts[key] = counts.get(key, 0) + 1
-    ranked = sorted(counts.items(), key=lambda kv: -kv[1])  # stable: first seen first among equals
-    kept = [{"args": args, "count": n} for args, n in ranked[:limit]]
-    return kept, sum(n for _, n in ranked[limit:])
-
-
-def bound_diff(diff: dict) -> dict:
-    """The fs diff as stored: process lists counted and capped, path lists capped, with totals."""
-    for key in ("processes_started", "processes_ended"):
-        raw = diff.get(key) or []
-        diff[f"{key}_total"] = len(raw)
-        diff[key], diff[f"{key}_omitted"] = count_commands(raw)
-    for key in ("added", "removed"):
-        raw = diff.get(key) or []
-        diff[f"{key}_total"] = len(raw)
-        diff[key] = [p[:MAX_PATH_CHARS] for p in raw[:MAX_PATHS]]
-    modified = diff.get("modified") or {}
-    diff["modified_total"] = len(modified)
-    diff["modified"] = {p[:MAX_PATH_CHARS]: what for p, what in list(modified.items())[:MAX_PATHS]}
-    return diff
-
-
-def bound_outcome(result: TrialOutcome) -> TrialOutcome:
-    """Every field of a trial outcome that the task's code can inflate, within the caps above
-    (called once a trial ends, before anything stores or reports it)."""
-    if result.fs_diff is not None:
-        bound_diff(result.fs_diff)
-    if result.reason:
-        result.reason = cap_text(result.reason, MAX_REASON_CHARS)
-    tests = result.test_results
-    if len(tests) > MAX_TEST_RESULTS:
-        result.test_results = tests[:MAX_TEST_RESULTS] + [{
-            "name": f"[facet: {len(tests) - MAX_TEST_RESULTS} more test results not kept]",
-            "outcome": "skipped", "message": ""}]
-    for t in result.test_results:
-        t["name"] = str(t.get("name", ""))[:MAX_TEST_NAME_CHARS]
-        t["message"] = cap_text(str(t.get("message") or ""), MAX_TEST_MESSAGE_CHARS)
-    if len(result.rewards) > MAX_REWARD_KEYS or any(len(str(k)) > MAX_REWARD_KEY_CHARS for k in result.rewards):
-        result.rewards = {str(k)[:MAX_REWARD_KEY_CHARS]: v for k, v in list(result.rewards.items())[:MAX_REWARD_KEYS]}
-    return result
 
 
 def _summarize_diff(before: de.Snapshot, after: de.Snapshot, max_files: int = 200) -> dict:
@@ -460,20 +400,25 @@ class TrialRunner:
         # The first trial's untouched sandbox is e0: no extra container for it. Text files are
         # read whole here (one archive read) for the leaked-answer check; e0 as stored keeps
         # heads only. The image scan (an exec) starts first and runs meanwhile; the trial waits
-        # for it before running anything of the task's (_scan_done).
+        # for it before running anything of the task's (_scan_done). The processes are listed
+        # before the scan starts: e0's services are the environment's, never the scan's own
+        # find | sha256sum (which a listing taken during the archive read would catch).
+        e0_processes = sb.processes()
         scan = None
         if self.image_newer_than is not None:
             pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="facet-image-scan")
             scan = pool.submit(self._scan_image, sb)
             pool.shutdown(wait=False)  # the thread ends with the scan
         try:
-            probe = sb.snapshot(self.roots + ["/tests", "/solution"], max_text_head=LEAK_TEXT_BYTES)
+            probe = sb.snapshot(self.roots + ["/tests", "/solution"], max_text_head=LEAK_TEXT_BYTES,
+                                with_processes=False)
+            probe.processes = e0_processes
             e0 = _only_under(probe, self.roots)
             self.e0_texts = _texts(e0)
             if self.leak_roots:
                 # Bounded: a big tree outside the workspace (a toolchain in /opt) is read only so far.
                 extra = sb.snapshot(self.leak_roots, max_text_head=LEAK_TEXT_BYTES, max_files=5000,
-                                    max_bytes=64 * de.MiB)
+                                    max_bytes=64 * de.MiB, with_processes=False)
                 self.e0_texts.update(_texts(extra))
         except BaseException:
             if scan is not None:
