@@ -163,6 +163,13 @@ def scan_skill(files: Mapping[str, str], *, rules: RuleSet | None = None,
         for finding in _scan_doc(rs, doc):
             (examples if finding.example_reason else active).append(finding)
     for path in sorted(contents or {}):
+        if contents[path].scan_tail is not None:  # the end of a file too large to read whole
+            first_line, tail = contents[path].scan_tail
+            head = next((t for p, t in contents[path].scan_texts if p == path), "")
+            doc = _Doc(path, tail[:_MAX_SCAN_CHARS], rs, first_line=first_line, head=head)
+            for finding in _scan_doc(rs, doc):
+                (examples if finding.example_reason else active).append(finding)
+    for path in sorted(contents or {}):
         active.extend(_file_findings(rs, path, contents[path]))
     return SafetyReport(
         level=worst_level(f.level for f in active), findings=tuple(active), examples=tuple(examples),
@@ -242,9 +249,12 @@ _SHEBANG = re.compile(r"\A#!\s*\S*(?:sh|python\d?|node|perl|ruby|env\s+\w+)\b")
 class _Doc:
     """One file's text with its line index and, for Markdown, its fences and headings."""
 
-    def __init__(self, path: str, text: str, rs: RuleSet):
+    def __init__(self, path: str, text: str, rs: RuleSet, *, first_line: int = 1, head: str | None = None):
+        """`first_line`: the file's line number where `text` starts (the last part of a file too
+        large to read whole, whose `head` then says what kind of file it is)."""
         self.path = path
         self.text = text
+        self.first_line = first_line
         # A shell line continuation becomes two spaces: offsets stay, the command reads as one line.
         self.norm = text.replace("\\\r\n", "   ").replace("\\\n", "  ") if "\\\n" in text or "\\\r\n" in text else text
         self.low = self.norm.lower()
@@ -254,7 +264,7 @@ class _Doc:
         p = PurePosixPath(path.lower())
         ext = p.suffix.lstrip(".")
         self.in_test_dir = any(part in rs.test_dirs for part in p.parts[:-1]) or p.name.startswith("test_")
-        self.is_script = ext in rs.script_exts or bool(_SHEBANG.match(text))
+        self.is_script = ext in rs.script_exts or bool(_SHEBANG.match(text if head is None else head))
         self.is_data = ext in rs.data_exts and not self.is_script
         self.is_markdown = ext in ("md", "markdown", "mdx") or (not ext and not self.is_script)
         self._fences: list[tuple[int, int, str]] | None = None  # (open line, close line, language), 0-based
@@ -353,7 +363,8 @@ def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
         if not reason:
             per_rule[rule.id] = per_rule.get(rule.id, 0) + 1
         out.append(Finding(
-            rule_id=rule.id, level=level, path=doc.path, line=line_idx + 1, excerpt=_cap(excerpt, _EXCERPT_CHARS),
+            rule_id=rule.id, level=level, path=doc.path, line=line_idx + doc.first_line,
+            excerpt=_cap(excerpt, _EXCERPT_CHARS),
             description=rule.description, decoded_chain=tuple(chain), decoded_text=_cap(decoded, _DECODED_CHARS),
             example_reason=reason,
         ))

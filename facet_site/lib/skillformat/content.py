@@ -11,16 +11,25 @@ capped so a hostile package cannot make reading it expensive.
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 import zipfile
 from dataclasses import dataclass
+from typing import BinaryIO
 
-__all__ = ["FileContent", "EXECUTABLE_KINDS", "ARCHIVE_KINDS", "OPAQUE_ARCHIVE_KINDS", "inspect_bytes", "kind_of", "named_like_program"]
+__all__ = ["FileContent", "EXECUTABLE_KINDS", "ARCHIVE_KINDS", "OPAQUE_ARCHIVE_KINDS", "inspect_bytes", "inspect_large_archive",
+           "kind_of", "named_like_program"]
 
 SCAN_TEXT_CHARS = 2_000_000  # per text; the scanner reads no more of one file
+# Of a text file over the reading limit, the scan reads this much at the start and as much at the
+# end: padding a script past the limit hides neither a payload placed first nor one placed last.
+OVERSIZED_PART_BYTES = SCAN_TEXT_CHARS // 2
 ZIP_MEMBERS_LISTED = 200
 ZIP_MEMBER_BYTES = 1_000_000  # a text member larger than this is not decompressed
 ZIP_TEXT_BYTES = 4_000_000  # all text members of one archive together
+_KIND_BYTES = 8192  # enough of a file's first bytes to name its kind
+_ZIP_DIRECTORY_BYTES = 4_000_000  # a larger zip's directory is not parsed (~50,000 entries)
+_ZIP_END_SEARCH = 22 + 65_535  # the end record and the longest comment it may carry
 
 EXECUTABLE_KINDS = frozenset({"elf", "pe", "mach-o"})
 ARCHIVE_KINDS = frozenset({"zip", "tar", "gzip", "bzip2", "xz", "7z", "rar"})
@@ -51,6 +60,9 @@ class FileContent:
     members: tuple[str, ...] = ()  # member names of a zip (up to ZIP_MEMBERS_LISTED), executables first
     executable_members: tuple[str, ...] = ()  # members whose first bytes are a compiled program
     scan_texts: tuple[tuple[str, str], ...] = ()  # (path as a finding names it, text) the scan reads
+    # A text file too large to read whole: (its line number where the text starts, the text of
+    # its last part); scan_texts then holds its first part (skillformat.files.read_oversized_text).
+    scan_tail: tuple[int, str] | None = None
     note: str = ""  # how the text was decoded, or why part of it could not be read
 
 
@@ -124,9 +136,46 @@ def _as_text(data: bytes) -> tuple[str | None, str]:
     return data.decode("cp1252", errors="replace"), "not UTF-8; read as Windows-1252"
 
 
-def _zip_content(path: str, data: bytes, kind: str) -> FileContent:
+def inspect_large_archive(path: str, fh: BinaryIO, kind: str) -> FileContent | None:
+    """What an archive over the reading limit holds, read from its open file `fh` (seekable): a
+    zip's central directory and a plain tar's headers are read in place, and their members as far
+    as _read_members reads any archive's. None for compressed tarballs, whose members lie behind
+    everything before them (reaching them means decompressing it all)."""
+    if kind in ("zip", "zip document"):
+        if (too_big := _zip_directory_too_big(fh)) is not None:
+            return FileContent(kind=kind, note=too_big)
+        fh.seek(0)
+        return _zip_content(path, fh, kind)
+    fh.seek(0)
+    if kind == "tar":
+        return _tar_content(path, fh, kind)
+    return None
+
+
+def _zip_directory_too_big(fh: BinaryIO) -> str | None:
+    """Why a large zip's central directory is not parsed, or None. zipfile reads every entry of
+    it into memory before any member: a file of a few hundred MB can declare millions, so the
+    end record's size is checked first (a Zip64 directory, for over 65,535 entries or 4 GB, is
+    not parsed at all)."""
+    fh.seek(0, os.SEEK_END)
+    size = fh.tell()
+    fh.seek(max(0, size - _ZIP_END_SEARCH))
+    end = fh.read()
+    at = end.rfind(b"PK\x05\x06")
+    if at < 0 or len(end) < at + 22:
+        return None  # no end record: zipfile says why it cannot open it
+    entries = int.from_bytes(end[at + 10:at + 12], "little")
+    directory = int.from_bytes(end[at + 12:at + 16], "little")
+    if entries == 0xFFFF or directory == 0xFFFFFFFF:
+        return "Zip64 archive over the reading limit; members not read"
+    if directory > _ZIP_DIRECTORY_BYTES:
+        return f"zip directory of {directory} bytes ({entries} members); members not read"
+    return None
+
+
+def _zip_content(path: str, data: bytes | BinaryIO, kind: str) -> FileContent:
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
+        archive = zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data)
         infos = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         return FileContent(kind=kind, note=f"zip that cannot be opened: {exc}")
@@ -143,9 +192,9 @@ def _zip_content(path: str, data: bytes, kind: str) -> FileContent:
     return _read_members(path, kind, members(), encrypted=any(i.flag_bits & 0x1 for i in infos))
 
 
-def _tar_content(path: str, data: bytes, kind: str) -> FileContent:
+def _tar_content(path: str, data: bytes | BinaryIO, kind: str) -> FileContent:
     try:
-        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
+        archive = tarfile.open(fileobj=io.BytesIO(data) if isinstance(data, bytes) else data, mode="r:*")
     except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
         if kind != "tar":
             return FileContent(kind=kind)  # a compressed file that is not a tarball: nothing to list
@@ -164,33 +213,41 @@ def _tar_content(path: str, data: bytes, kind: str) -> FileContent:
 
 
 def _read_members(path: str, kind: str, members, *, encrypted: bool = False) -> FileContent:
-    """Names, compiled programs and scannable texts of an archive's regular members, each read at
-    most ZIP_MEMBER_BYTES far (the header's size is not trusted) and ZIP_TEXT_BYTES in all."""
+    """Names, compiled programs and scannable texts of an archive's regular members: the first
+    _KIND_BYTES of each, and text at most ZIP_MEMBER_BYTES far per member and ZIP_TEXT_BYTES in
+    all (the header's size is not trusted)."""
     names, executables, texts, budget, note = [], [], [], ZIP_TEXT_BYTES, ""
     for count, (name, size, opener) in enumerate(members):
         if count >= ZIP_MEMBERS_LISTED:
             note = f"more than {ZIP_MEMBERS_LISTED} members; the first {ZIP_MEMBERS_LISTED} were read"
             break
         names.append(name)
-        if opener is None or size > ZIP_MEMBER_BYTES or size > budget:
+        if opener is None:
             if named_like_program(name):
                 executables.append(name)
             continue
+        # Every member's first bytes are read, whatever its size: they name a program of any size
+        # (a multi-MB stealer is the usual payload). Text is read on, up to ZIP_MEMBER_BYTES of
+        # a member while the archive's budget lasts: a payload placed before padding is seen.
+        want = max(min(ZIP_MEMBER_BYTES, budget), _KIND_BYTES)
         try:
             with opener() as fh:
-                raw = fh.read(ZIP_MEMBER_BYTES + 1)
+                raw = fh.read(want + 1)
         except (zipfile.BadZipFile, tarfile.TarError, OSError, ValueError, EOFError, NotImplementedError,
                 RuntimeError, AttributeError) as exc:
             note = f"member {name} cannot be read: {exc}"
             continue
-        budget -= len(raw)
-        member_kind = kind_of(raw[:8192], name)
-        if member_kind in EXECUTABLE_KINDS:
-            executables.append(name)
+        member_kind = kind_of(raw[:_KIND_BYTES], name)
+        if member_kind in EXECUTABLE_KINDS or (member_kind == "" and named_like_program(name) and len(raw) > want):
+            executables.append(name)  # a program, or too large to read whole and named like one
             continue
-        if member_kind:
+        if member_kind or budget <= 0:
             continue  # an archive inside an archive is listed, not opened
-        text, _ = _as_text(raw[:ZIP_MEMBER_BYTES])
+        if len(raw) > want:  # cut short: end on a whole line, so on a whole character
+            raw = raw[:want]
+            raw = raw[:raw.rfind(b"\n") + 1] or raw
+        budget -= len(raw)
+        text, _ = _as_text(raw)
         if text is not None:
             texts.append((f"{path}!{name}", text[:SCAN_TEXT_CHARS]))
     names.sort(key=lambda n: (n not in executables, n))

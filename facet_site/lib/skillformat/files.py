@@ -5,8 +5,11 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections import deque
+from dataclasses import replace
 
-from facet_site.lib.skillformat.content import FileContent, inspect_bytes, kind_of
+from facet_site.lib.skillformat.content import (
+    OVERSIZED_PART_BYTES, FileContent, inspect_bytes, inspect_large_archive, kind_of)
 from facet_site.lib.skillformat.records import META_NAME, SkillFileEntry
 
 
@@ -58,19 +61,7 @@ def _file_entry(path: str, rel: str, max_file_bytes: int, max_text_bytes: int) -
     try:
         with os.fdopen(fd, "rb", closefd=False) as fh:
             if st.st_size > max_file_bytes:
-                # Hash in chunks without keeping anything: the file is recorded, not stored.
-                h = hashlib.sha256()
-                size = 0
-                first = b""
-                while chunk := fh.read(_CHUNK):
-                    if not size:
-                        first = chunk[:8192]
-                    h.update(chunk)
-                    size += len(chunk)
-                is_binary = b"\0" in first or not _utf8_prefix_ok(first)
-                # Only the head was kept: enough to name a program or an archive, not to read it.
-                content = FileContent(kind=kind_of(first, rel), note=f"over {max_file_bytes} bytes; not read")
-                return SkillFileEntry(rel, size, h.hexdigest(), None, is_binary, content), None
+                return _oversized_entry(fh, rel, max_file_bytes), None
             data = fh.read()
     finally:
         os.close(fd)
@@ -88,6 +79,57 @@ def _file_entry(path: str, rel: str, max_file_bytes: int, max_text_bytes: int) -
             is_binary = True
     content = None if text is not None else inspect_bytes(rel, data, text_stored=False)
     return SkillFileEntry(rel, len(data), digest, text, is_binary, content), data
+
+
+def _oversized_entry(fh, rel: str, max_file_bytes: int) -> SkillFileEntry:
+    """A file over the reading limit, hashed in chunks and recorded, not stored. Of text, the
+    first and the last OVERSIZED_PART_BYTES are kept for the safety scan, with the line number
+    where the last part starts; what lies between is named in the note, not read."""
+    part = OVERSIZED_PART_BYTES
+    h = hashlib.sha256()
+    size = newlines = 0
+    head = bytearray()
+    tail: deque[bytes] = deque()  # the last chunks, together at least `part` bytes once there are
+    tail_bytes = 0
+    while chunk := fh.read(_CHUNK):
+        h.update(chunk)
+        size += len(chunk)
+        newlines += chunk.count(b"\n")
+        if len(head) < part:
+            head += chunk[:part - len(head)]
+        tail.append(chunk)
+        tail_bytes += len(chunk)
+        while tail_bytes - len(tail[0]) >= part:
+            tail_bytes -= len(tail.popleft())
+    first = bytes(head[:8192])
+    kind = kind_of(first, rel)
+    is_binary = b"\0" in first or not _utf8_prefix_ok(first)
+    if kind or is_binary:
+        # A zip's directory is at its end and a plain tar's headers are in place: their members are
+        # listed and read as in a small archive (a payload is often a few MB). Otherwise only the
+        # head was kept: enough to name a program or a compressed tarball, not to read it.
+        archive = inspect_large_archive(rel, fh, kind) if kind else None
+        content = (replace(archive, note=f"over {max_file_bytes} bytes; "
+                           + (archive.note or "members read as in any archive"))
+                   if archive is not None else FileContent(kind=kind, note=f"over {max_file_bytes} bytes; not read"))
+        return SkillFileEntry(rel, size, h.hexdigest(), None, is_binary, content)
+    last = b"".join(tail)[-part:]
+    start = size - len(last)
+    if start <= len(head):  # the two parts meet: the whole file is read
+        whole = bytes(head[:start]) + last
+        content = FileContent(scan_texts=((rel, whole.decode("utf-8", "replace")),),
+                              note=f"over {max_file_bytes} bytes; scanned whole, not stored")
+        return SkillFileEntry(rel, size, h.hexdigest(), None, False, content)
+    first_line = newlines - last.count(b"\n") + 1
+    cut = last.find(b"\n")
+    if cut >= 0:  # start the last part on a line of its own (and on a whole character)
+        last, first_line = last[cut + 1:], first_line + 1
+    content = FileContent(
+        scan_texts=((rel, bytes(head).decode("utf-8", "replace")),),
+        scan_tail=(first_line, last.decode("utf-8", "replace")),
+        note=(f"over {max_file_bytes} bytes; the first and last {part} bytes scanned, "
+              f"the {start - len(head)} bytes between not read"))
+    return SkillFileEntry(rel, size, h.hexdigest(), None, False, content)
 
 
 def _utf8_prefix_ok(data: bytes) -> bool:
