@@ -1,7 +1,8 @@
 """Fixtures for task construction: a finished run with consistent scenarios over two real skills,
 the scripted LLM over HTTP, and the Docker engine (skipped without one unless FACET_REQUIRE_DOCKER=1).
 Also the review tests' run, task and selection (tests/tasks/review_records.py) and the rollout
-tests' Harbor job directory, job_dir (tests/tasks/rollout_samples.py)."""
+tests' Harbor job directory, job_dir (tests/tasks/rollout_samples.py), and the dataset tests'
+world of three generated tasks (tests/tasks/dataset_records.py)."""
 import json
 import os
 import socket
@@ -25,10 +26,11 @@ from scenarios.models import (
 from skills import services as skill_services
 from skills.models import Skill
 from tasks import versions
-from tasks.models import TaskStatus
+from tasks.models import ReviewVerdict, TaskStatus
 from tests.conftest import docker_engine_with_base_image, write_skill
 from tests.skills.samples import CSV_SKILL, SQLITE_SKILL
 from tests.tasks import review_records, rollout_samples
+from tests.tasks.dataset_records import _generated
 from tests.tasks.rollout_samples import harbor_result, write_trial
 
 # Small caps: the generated task.toml asks for these, and validation never waits longer.
@@ -153,3 +155,18 @@ def job_dir(tmp_path, db):
     write_trial(job, "renamed__ddd4444", harbor_result("renamed", task_path=str(local_dir), reward=1.0))
     write_trial(job, "fix-git__eee5555", harbor_result("terminal-bench/fix-git", checksum="f" * 64))
     return {"job": job, "ours": ours, "local": local, "checksum": checksum}
+
+
+# --- generated tasks to export (tests/tasks/test_dataset_*.py) ----------------------------------
+
+
+@pytest.fixture
+def world(make_run, users):
+    """Three generated tasks (approved with rollouts, rejected, unreviewed) of one run."""
+    run = make_run("", "b", "c")
+    scenarios = list(run.scenarios.order_by("id"))
+    approved = _generated(scenarios[0], run, name="Paid orders per customer", reviewer=users["reviewer"],
+                          rollouts=(("model-a", True), ("model-a", False), ("model-a", True), ("model-b", False)))
+    rejected = _generated(scenarios[1], run, name="Rejected one", reviewer=users["admin"], verdict=ReviewVerdict.REJECT)
+    unreviewed = _generated(scenarios[2], run, name="Not reviewed yet", verdict=None)
+    return {"run": run, "approved": approved, "rejected": rejected, "unreviewed": unreviewed}

@@ -11,7 +11,7 @@ import pytest
 from tasks import exports, imports, jobs
 from tasks.models import Export, ExportStatus, TaskImport
 from tests.html_safety import active_content
-from tests.tasks.test_datasets import TB20, _task_dir, world  # noqa: F401  (world is a fixture)
+from tests.tasks.dataset_records import TB20, _task_dir
 
 
 @pytest.fixture
