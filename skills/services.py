@@ -24,7 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from facet_site import leases
-from facet_site.lib import archives
+from facet_site.lib import archives, skill_safety
 from facet_site.lib.embedding import Embedder, get_embedder
 from facet_site.lib.skillformat import ParsedSkill, SourceProblem, discover
 
@@ -397,7 +397,9 @@ def run_ingest(batch: IngestBatch, *, progress: Callable[[int, int], None] | Non
         raise IngestError(f"{source}: not a regular file or directory")
 
     with summary.timing("parse"):
-        items = list(discover(root, max_file_bytes=settings.FACET_INGEST_MAX_FILE_BYTES))
+        # The middle of a text file too large to keep is scanned as it is read (only findings are kept)
+        items = list(discover(root, max_file_bytes=settings.FACET_INGEST_MAX_FILE_BYTES,
+                              scan_text=skill_safety.scan_text_part))
     summary.discovered = sum(1 for x in items if isinstance(x, ParsedSkill))
     IngestBatch.objects.filter(pk=batch.pk).update(total=len(items), processed=0)
     if progress:

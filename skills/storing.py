@@ -15,7 +15,7 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 
-from facet_site.lib import skill_duplicates, skill_filters, skill_safety
+from facet_site.lib import skill_duplicates, skill_filters, skill_publishers, skill_safety
 from facet_site.lib.skillformat import ParsedSkill, SourceProblem
 
 from . import classification, services
@@ -138,12 +138,7 @@ def taint_publishers() -> list[int]:
         siblings = sorted(Skill.objects.current().filter(owner=skill.owner, safety_level=SafetyLevel.UNSAFE)
                           .values_list("key", flat=True))[:5]
         report = dict(skill.safety_report or {"level": "clean", "findings": [], "examples": []})
-        report["findings"] = list(report.get("findings", [])) + [{
-            "rule_id": skill_safety.PUBLISHER_RULE_ID, "level": SafetyLevel.SUSPICIOUS, "path": "", "line": 0,
-            "excerpt": f"publisher {skill.owner} has unsafe skills: {', '.join(siblings)}"[:160],
-            "description": "A publisher with an unsafe skill makes their other skills suspicious.",
-            "decoded_chain": [], "decoded_text": "", "example_reason": "",
-        }]
+        report["findings"] = [*report.get("findings", []), skill_publishers.taint_finding(skill.owner, siblings).to_dict()]
         report["level"] = SafetyLevel.SUSPICIOUS
         new_status = SkillStatus.HELD if skill.status == SkillStatus.ACCEPTED else skill.status
         Skill.objects.filter(pk=skill.pk).update(safety_level=SafetyLevel.SUSPICIOUS, safety_report=report, status=new_status)

@@ -53,14 +53,17 @@ named like a program), a 7z or RAR archive nothing here can open. Scripts that a
 not valid UTF-8 or over the stored-text limit, and the text members of zip and tar archives, are
 scanned by the text rules like any file (an archive member's path reads `archive.zip!member`).
 
-Publisher taint: `publishers_to_taint()` names the owners with an unsafe skill and
-`apply_publisher_taint()` raises their other skills to suspicious (rule `publisher.unsafe-sibling`).
+Scripts over the reading limit: their first and last 1 MB are scanned here as texts, and their
+middle by `scan_text_part`, block by block as `skillformat.discover` reads it (skillformat.middle).
+
+Publisher taint (a publisher with an unsafe skill makes their other skills suspicious) is in
+`skill_publishers`.
 """
 from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
@@ -72,12 +75,11 @@ from facet_site.lib.skill_safety_rules import (
 )
 
 __all__ = [
-    "CLEAN", "SUSPICIOUS", "UNSAFE", "LEVELS", "RULES_PATH", "PUBLISHER_RULE_ID", "MAX_DECODE_DEPTH",
+    "CLEAN", "SUSPICIOUS", "UNSAFE", "LEVELS", "RULES_PATH", "MAX_DECODE_DEPTH",
     "Finding", "SafetyReport", "Rule", "RuleSet", "RuleFileError", "load_rules", "classify_url", "scan_skill",
-    "scan_parsed_skill", "keep_unseen_findings", "publishers_to_taint", "apply_publisher_taint", "worst_level",
+    "scan_parsed_skill", "scan_text_part", "keep_unseen_findings", "worst_level",
 ]
 
-PUBLISHER_RULE_ID = "publisher.unsafe-sibling"
 _EXCERPT_CHARS = 160
 _DECODED_CHARS = 300
 _MAX_PER_RULE_AND_FILE = 5
@@ -170,11 +172,21 @@ def scan_skill(files: Mapping[str, str], *, rules: RuleSet | None = None,
             for finding in _scan_doc(rs, doc):
                 (examples if finding.example_reason else active).append(finding)
     for path in sorted(contents or {}):
+        for finding in contents[path].part_findings:  # the middle of a file too large to keep
+            (examples if finding.example_reason else active).append(finding)
         active.extend(_file_findings(rs, path, contents[path]))
     return SafetyReport(
         level=worst_level(f.level for f in active), findings=tuple(active), examples=tuple(examples),
         files_scanned=len(texts),
     )
+
+
+def scan_text_part(path: str, text: str, first_line: int, head: str) -> tuple[Finding, ...]:
+    """Findings in one part of a text file read in parts (`skillformat.middle`): `text` starts on
+    the file's line `first_line`, and `head` is the file's start, which says what kind of file it
+    is. Made for `skillformat.discover(scan_text=...)`, with the default rules."""
+    return tuple(_scan_doc(load_rules(), _Doc(path, text[:_MAX_SCAN_CHARS], load_rules(), first_line=first_line,
+                                              head=head)))
 
 
 def scan_parsed_skill(skill, *, rules: RuleSet | None = None) -> SafetyReport:
@@ -555,47 +567,3 @@ def _bold(line: str, a: int, b: int) -> bool:
 
 def _in_code_span(line: str, a: int, b: int) -> bool:
     return line.count("`", 0, a) % 2 == 1 and "`" in line[min(b, len(line)):]
-
-# ---------------------------------------------------------------------------------------------
-# Publisher taint
-
-
-def _owner_of_key(key: str) -> str:
-    return key.split("/", 1)[0] if "/" in key else ""
-
-
-def publishers_to_taint(
-    reports_by_skill: Mapping[str, SafetyReport], *, owner_of: Callable[[str], str] = _owner_of_key
-) -> set[str]:
-    """Owners with at least one unsafe skill (skill keys are "owner/slug" unless owner_of says else)."""
-    return {
-        owner for key, report in reports_by_skill.items()
-        if report.level == UNSAFE and (owner := owner_of(key))
-    }
-
-
-def apply_publisher_taint(
-    reports_by_skill: Mapping[str, SafetyReport], *, owner_of: Callable[[str], str] = _owner_of_key,
-    tainted: set[str] | None = None,
-) -> dict[str, SafetyReport]:
-    """The reports with every clean skill of a tainted publisher raised to suspicious.
-
-    `tainted` may come from outside (owners already known unsafe from earlier ingests); by default
-    it is computed from these reports. Unsafe and suspicious reports keep their level and gain
-    the finding too, so a reviewer sees why the publisher is distrusted.
-    """
-    tainted = publishers_to_taint(reports_by_skill, owner_of=owner_of) if tainted is None else tainted
-    out = {}
-    for key, report in reports_by_skill.items():
-        owner = owner_of(key)
-        if owner not in tainted or report.level == UNSAFE:
-            out[key] = report
-            continue
-        unsafe_siblings = sorted(k for k, r in reports_by_skill.items() if owner_of(k) == owner and r.level == UNSAFE)
-        note = Finding(
-            rule_id=PUBLISHER_RULE_ID, level=SUSPICIOUS, path="", line=0,
-            excerpt=f"publisher {owner} has unsafe skills: {', '.join(unsafe_siblings) or 'from an earlier ingest'}"[:_EXCERPT_CHARS],
-            description="A publisher with an unsafe skill makes their other skills suspicious.",
-        )
-        out[key] = replace(report, level=worst_level((report.level, SUSPICIOUS)), findings=(*report.findings, note))
-    return out

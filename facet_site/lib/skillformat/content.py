@@ -63,6 +63,9 @@ class FileContent:
     # A text file too large to read whole: (its line number where the text starts, the text of
     # its last part); scan_texts then holds its first part (skillformat.files.read_oversized_text).
     scan_tail: tuple[int, str] | None = None
+    # What the scanner found in the part between, read in blocks and not kept
+    # (skillformat.middle); opaque here: the caller's scanner made them.
+    part_findings: tuple = ()
     note: str = ""  # how the text was decoded, or why part of it could not be read
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from facet_site.lib.skillformat.files import _is_dir_target, _os_error
+from facet_site.lib.skillformat.middle import TextScanner
 from facet_site.lib.skillformat.normalise import _rel
 from facet_site.lib.skillformat.parse import _parse, find_skill_md
 from facet_site.lib.skillformat.provenance import _GitInfo, _git_info_upwards, _read_git_info
@@ -21,6 +22,7 @@ def parse_skill_dir(
     max_file_bytes: int = 1_000_000,
     max_text_bytes: int = 200_000,
     strict: bool = False,
+    scan_text: TextScanner | None = None,
 ) -> ParsedSkill | SourceProblem:
     """Parse one skill directory.
 
@@ -43,6 +45,7 @@ def parse_skill_dir(
         max_file_bytes=max_file_bytes,
         max_text_bytes=max_text_bytes,
         strict=strict,
+        scan_text=scan_text,
     )[0]
 
 
@@ -52,6 +55,7 @@ def discover(
     max_file_bytes: int = 1_000_000,
     max_text_bytes: int = 200_000,
     strict: bool = False,
+    scan_text: TextScanner | None = None,
 ) -> Iterator[ParsedSkill | SourceProblem]:
     """Walk `root` and yield every skill found, in sorted path order.
 
@@ -64,6 +68,9 @@ def discover(
     (also attached to the skill's `problems`), `_meta.json` directories without a SKILL.md,
     symlinked directories (not followed), and duplicate keys (the later skill is dropped).
     Raises NotADirectoryError when `root` is not a directory.
+
+    `scan_text` (ingest passes `skill_safety.scan_text_part`) reads the middle of text files
+    too large to keep, as they stream past; its findings are kept in the file's `content`.
     """
     root_s = os.fspath(root)
     if not os.path.isdir(root_s):
@@ -96,6 +103,7 @@ def discover(
                 strict=strict,
                 entries=entries,
                 in_clawhub_package=in_clawhub,
+                scan_text=scan_text,
             )
             if isinstance(result, ParsedSkill):
                 first = seen_keys.get(result.key)

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from facet_site.lib.skillformat.content import (
     OVERSIZED_PART_BYTES, FileContent, inspect_bytes, inspect_large_archive, kind_of)
+from facet_site.lib.skillformat.middle import MiddleScan, TextScanner
 from facet_site.lib.skillformat.records import META_NAME, SkillFileEntry
 
 
@@ -56,12 +57,13 @@ def _read_regular(path: str, limit: int) -> bytes:
         os.close(fd)
 
 
-def _file_entry(path: str, rel: str, max_file_bytes: int, max_text_bytes: int) -> tuple[SkillFileEntry, bytes | None]:
+def _file_entry(path: str, rel: str, max_file_bytes: int, max_text_bytes: int,
+                scan_text: TextScanner | None = None) -> tuple[SkillFileEntry, bytes | None]:
     fd, st = _open_regular(path)
     try:
         with os.fdopen(fd, "rb", closefd=False) as fh:
             if st.st_size > max_file_bytes:
-                return _oversized_entry(fh, rel, max_file_bytes), None
+                return _oversized_entry(fh, rel, max_file_bytes, scan_text), None
             data = fh.read()
     finally:
         os.close(fd)
@@ -81,26 +83,37 @@ def _file_entry(path: str, rel: str, max_file_bytes: int, max_text_bytes: int) -
     return SkillFileEntry(rel, len(data), digest, text, is_binary, content), data
 
 
-def _oversized_entry(fh, rel: str, max_file_bytes: int) -> SkillFileEntry:
+def _oversized_entry(fh, rel: str, max_file_bytes: int, scan_text: TextScanner | None = None) -> SkillFileEntry:
     """A file over the reading limit, hashed in chunks and recorded, not stored. Of text, the
     first and the last OVERSIZED_PART_BYTES are kept for the safety scan, with the line number
-    where the last part starts; what lies between is named in the note, not read."""
+    where the last part starts. What lies between is given to `scan_text` block by block as it
+    is read, and only the findings it returns are kept; without `scan_text` it is not read."""
     part = OVERSIZED_PART_BYTES
     h = hashlib.sha256()
     size = newlines = 0
     head = bytearray()
     tail: deque[bytes] = deque()  # the last chunks, together at least `part` bytes once there are
     tail_bytes = 0
+    middle: MiddleScan | None = None
+    textual = None  # decided on the first chunk: only a text file's middle is scanned
     while chunk := fh.read(_CHUNK):
         h.update(chunk)
         size += len(chunk)
         newlines += chunk.count(b"\n")
         if len(head) < part:
             head += chunk[:part - len(head)]
+        if textual is None:
+            first = bytes(head[:8192])
+            textual = not kind_of(first, rel) and b"\0" not in first and _utf8_prefix_ok(first)
+            if textual and scan_text is not None:
+                middle = MiddleScan(rel, scan_text, begin=part, head=first.decode("utf-8", "replace"))
         tail.append(chunk)
         tail_bytes += len(chunk)
         while tail_bytes - len(tail[0]) >= part:
-            tail_bytes -= len(tail.popleft())
+            done = tail.popleft()
+            tail_bytes -= len(done)
+            if middle is not None:
+                middle.feed(done)
     first = bytes(head[:8192])
     kind = kind_of(first, rel)
     is_binary = b"\0" in first or not _utf8_prefix_ok(first)
@@ -113,7 +126,8 @@ def _oversized_entry(fh, rel: str, max_file_bytes: int) -> SkillFileEntry:
                            + (archive.note or "members read as in any archive"))
                    if archive is not None else FileContent(kind=kind, note=f"over {max_file_bytes} bytes; not read"))
         return SkillFileEntry(rel, size, h.hexdigest(), None, is_binary, content)
-    last = b"".join(tail)[-part:]
+    joined = b"".join(tail)
+    last = joined[-part:]
     start = size - len(last)
     if start <= len(head):  # the two parts meet: the whole file is read
         whole = bytes(head[:start]) + last
@@ -124,11 +138,17 @@ def _oversized_entry(fh, rel: str, max_file_bytes: int) -> SkillFileEntry:
     cut = last.find(b"\n")
     if cut >= 0:  # start the last part on a line of its own (and on a whole character)
         last, first_line = last[cut + 1:], first_line + 1
+    between = f"the {start - len(head)} bytes between not read"
+    found: tuple = ()
+    if middle is not None:
+        middle.feed(joined[:len(joined) - len(last)])  # up to where the last part starts
+        middle.finish()
+        between, found = middle.note(), tuple(middle.findings)
     content = FileContent(
         scan_texts=((rel, bytes(head).decode("utf-8", "replace")),),
         scan_tail=(first_line, last.decode("utf-8", "replace")),
-        note=(f"over {max_file_bytes} bytes; the first and last {part} bytes scanned, "
-              f"the {start - len(head)} bytes between not read"))
+        part_findings=found,
+        note=f"over {max_file_bytes} bytes; the first and last {part} bytes scanned, {between}")
     return SkillFileEntry(rel, size, h.hexdigest(), None, False, content)
 
 

@@ -11,6 +11,7 @@ from facet_site.lib.skillformat.frontmatter import (
     _FrontmatterError, _frontmatter, _raw_scalar, _spec_warnings,
 )
 from facet_site.lib.skillformat.markdown import _structure
+from facet_site.lib.skillformat.middle import TextScanner
 from facet_site.lib.skillformat.normalise import (
     _dedupe, _dict, _join_rel, _rel, _scalar_text, _str_or_empty,
 )
@@ -48,6 +49,7 @@ def _parse(
     strict: bool,
     entries: list[os.DirEntry] | None = None,
     in_clawhub_package: bool = False,
+    scan_text: TextScanner | None = None,
 ) -> tuple[ParsedSkill | SourceProblem, list[str]]:
     """Returns the result and the nested skill directories found below `skill_dir`."""
     rel_dir = _rel(skill_dir, root)
@@ -90,7 +92,7 @@ def _parse(
     meta: dict | None = None
     for rel_path, full in files:
         try:
-            entry, data = _file_entry(full, rel_path, max_file_bytes, max_text_bytes)
+            entry, data = _file_entry(full, rel_path, max_file_bytes, max_text_bytes, scan_text)
         except _NotRegular as exc:
             problems.append(SourceProblem(_join_rel(rel_dir, rel_path), f"{rel_path}: not a regular file ({exc.kind}); skipped"))
             continue
