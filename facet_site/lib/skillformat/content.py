@@ -14,8 +14,11 @@ import io
 import os
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
+
+from facet_site.lib.skillformat.middle import MIDDLE_SCAN_BYTES, MiddleScan, TextScanner
 
 __all__ = ["FileContent", "EXECUTABLE_KINDS", "ARCHIVE_KINDS", "OPAQUE_ARCHIVE_KINDS", "inspect_bytes", "inspect_large_archive",
            "kind_of", "named_like_program"]
@@ -92,17 +95,18 @@ def _looks_pe(head: bytes) -> bool:
     return at + 4 <= len(head) and head[at:at + 4] == b"PE\x00\x00"
 
 
-def inspect_bytes(path: str, data: bytes, *, text_stored: bool) -> FileContent:
+def inspect_bytes(path: str, data: bytes, *, text_stored: bool, scan_text: TextScanner | None = None) -> FileContent:
     """What `data` (the whole file) holds. `text_stored` says the file is UTF-8 text already kept
     as text, in which case nothing more is needed; a UTF-8 file over the stored-text limit gets its
-    text back here for the scan."""
+    text back here for the scan. With `scan_text`, an archive's text members past
+    ZIP_MEMBER_BYTES are read on and scanned in blocks (skillformat.middle)."""
     if text_stored:
         return FileContent()
     kind = kind_of(data[:8192], path)
     if kind in ("zip", "zip document"):
-        return _zip_content(path, data, kind)
+        return _zip_content(path, data, kind, scan_text)
     if kind in ("tar", "gzip", "bzip2", "xz"):
-        return _tar_content(path, data, kind)
+        return _tar_content(path, data, kind, scan_text)
     if kind:
         return FileContent(kind=kind)
     text, note = _as_text(data)
@@ -139,7 +143,7 @@ def _as_text(data: bytes) -> tuple[str | None, str]:
     return data.decode("cp1252", errors="replace"), "not UTF-8; read as Windows-1252"
 
 
-def inspect_large_archive(path: str, fh: BinaryIO, kind: str) -> FileContent | None:
+def inspect_large_archive(path: str, fh: BinaryIO, kind: str, scan_text: TextScanner | None = None) -> FileContent | None:
     """What an archive over the reading limit holds, read from its open file `fh` (seekable): a
     zip's central directory and a plain tar's headers are read in place, and their members as far
     as _read_members reads any archive's. None for compressed tarballs, whose members lie behind
@@ -148,10 +152,10 @@ def inspect_large_archive(path: str, fh: BinaryIO, kind: str) -> FileContent | N
         if (too_big := _zip_directory_too_big(fh)) is not None:
             return FileContent(kind=kind, note=too_big)
         fh.seek(0)
-        return _zip_content(path, fh, kind)
+        return _zip_content(path, fh, kind, scan_text)
     fh.seek(0)
     if kind == "tar":
-        return _tar_content(path, fh, kind)
+        return _tar_content(path, fh, kind, scan_text)
     return None
 
 
@@ -176,7 +180,7 @@ def _zip_directory_too_big(fh: BinaryIO) -> str | None:
     return None
 
 
-def _zip_content(path: str, data: bytes | BinaryIO, kind: str) -> FileContent:
+def _zip_content(path: str, data: bytes | BinaryIO, kind: str, scan_text: TextScanner | None = None) -> FileContent:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data) if isinstance(data, bytes) else data)
         infos = archive.infolist()
@@ -192,10 +196,10 @@ def _zip_content(path: str, data: bytes | BinaryIO, kind: str) -> FileContent:
                 continue
             yield info.filename, info.file_size, lambda info=info: archive.open(info)
 
-    return _read_members(path, kind, members(), encrypted=any(i.flag_bits & 0x1 for i in infos))
+    return _read_members(path, kind, members(), encrypted=any(i.flag_bits & 0x1 for i in infos), scan_text=scan_text)
 
 
-def _tar_content(path: str, data: bytes | BinaryIO, kind: str) -> FileContent:
+def _tar_content(path: str, data: bytes | BinaryIO, kind: str, scan_text: TextScanner | None = None) -> FileContent:
     try:
         archive = tarfile.open(fileobj=io.BytesIO(data) if isinstance(data, bytes) else data, mode="r:*")
     except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
@@ -212,14 +216,18 @@ def _tar_content(path: str, data: bytes | BinaryIO, kind: str) -> FileContent:
         except (tarfile.TarError, OSError, EOFError, ValueError):
             return
 
-    return _read_members(path, "tar", members())
+    return _read_members(path, "tar", members(), scan_text=scan_text)
 
 
-def _read_members(path: str, kind: str, members, *, encrypted: bool = False) -> FileContent:
+def _read_members(path: str, kind: str, members, *, encrypted: bool = False,
+                  scan_text: TextScanner | None = None) -> FileContent:
     """Names, compiled programs and scannable texts of an archive's regular members: the first
     _KIND_BYTES of each, and text at most ZIP_MEMBER_BYTES far per member and ZIP_TEXT_BYTES in
-    all (the header's size is not trusted)."""
+    all (the header's size is not trusted). With `scan_text`, a text member longer than that is
+    read on and scanned in blocks as it is decompressed, up to MIDDLE_SCAN_BYTES for the whole
+    archive: padding compresses to almost nothing, so a padded script costs an attacker no size."""
     names, executables, texts, budget, note = [], [], [], ZIP_TEXT_BYTES, ""
+    rest_budget, rest_findings, rest_read = MIDDLE_SCAN_BYTES, [], []
     for count, (name, size, opener) in enumerate(members):
         if count >= ZIP_MEMBERS_LISTED:
             note = f"more than {ZIP_MEMBERS_LISTED} members; the first {ZIP_MEMBERS_LISTED} were read"
@@ -236,26 +244,53 @@ def _read_members(path: str, kind: str, members, *, encrypted: bool = False) -> 
         try:
             with opener() as fh:
                 raw = fh.read(want + 1)
+                member_kind = kind_of(raw[:_KIND_BYTES], name)
+                if member_kind in EXECUTABLE_KINDS or (member_kind == "" and named_like_program(name) and len(raw) > want):
+                    executables.append(name)  # a program, or too large to read whole and named like one
+                    continue
+                if member_kind or budget <= 0:
+                    continue  # an archive inside an archive is listed, not opened
+                whole = raw
+                if len(raw) > want:  # cut short: end on a whole line, so on a whole character
+                    raw = raw[:want]
+                    raw = raw[:raw.rfind(b"\n") + 1] or raw
+                text, decoded_as = _as_text(raw)
+                if text is not None and not decoded_as and len(whole) > want and scan_text is not None and rest_budget > 0:
+                    rest, stopped = _scan_rest(f"{path}!{name}", fh, whole, len(raw), text[:_KIND_BYTES], scan_text,
+                                               rest_budget)
+                    rest_budget -= rest.scanned
+                    rest_findings.extend(rest.findings)
+                    rest_read.append(f"{name} ({rest.note()}{stopped})")
         except (zipfile.BadZipFile, tarfile.TarError, OSError, ValueError, EOFError, NotImplementedError,
-                RuntimeError, AttributeError) as exc:
+                RuntimeError, AttributeError, zlib.error) as exc:
             note = f"member {name} cannot be read: {exc}"
             continue
-        member_kind = kind_of(raw[:_KIND_BYTES], name)
-        if member_kind in EXECUTABLE_KINDS or (member_kind == "" and named_like_program(name) and len(raw) > want):
-            executables.append(name)  # a program, or too large to read whole and named like one
-            continue
-        if member_kind or budget <= 0:
-            continue  # an archive inside an archive is listed, not opened
-        if len(raw) > want:  # cut short: end on a whole line, so on a whole character
-            raw = raw[:want]
-            raw = raw[:raw.rfind(b"\n") + 1] or raw
         budget -= len(raw)
-        text, _ = _as_text(raw)
         if text is not None:
             texts.append((f"{path}!{name}", text[:SCAN_TEXT_CHARS]))
     names.sort(key=lambda n: (n not in executables, n))
+    if rest_read:
+        read = f"past the first {ZIP_MEMBER_BYTES} bytes of " + "; ".join(rest_read)
+        note = f"{note}; {read}" if note else read
     return FileContent(kind=kind, encrypted=encrypted, members=tuple(names), executable_members=tuple(executables),
-                       scan_texts=tuple(texts), note=note)
+                       scan_texts=tuple(texts), part_findings=tuple(rest_findings), note=note)
+
+
+def _scan_rest(where: str, fh: BinaryIO, start: bytes, begin: int, head: str, scan_text: TextScanner,
+               budget: int) -> tuple[MiddleScan, str]:
+    """The rest of a text member from `begin` (what was read of it is `start`), scanned in blocks
+    as `fh` is read on, until its end or `budget` bytes; and why reading stopped early, if it did
+    (a damaged stream or a bad CRC at the end loses none of what was read before it)."""
+    rest = MiddleScan(where, scan_text, begin=begin, head=head, budget=budget)
+    rest.feed(start)
+    stopped = ""
+    try:
+        while not rest.exhausted and (chunk := fh.read(1 << 20)):
+            rest.feed(chunk)
+    except (zipfile.BadZipFile, tarfile.TarError, OSError, ValueError, EOFError, RuntimeError, zlib.error) as exc:
+        stopped = f"; reading stopped: {exc}"
+    rest.finish()
+    return rest, stopped
 
 
 _PROGRAM_EXTS = frozenset({"exe", "dll", "scr", "com", "msi", "pif", "app", "dylib", "so", "bin", "elf", "dmg", "pkg"})

@@ -79,7 +79,7 @@ def _file_entry(path: str, rel: str, max_file_bytes: int, max_text_bytes: int,
                 text = decoded
         except UnicodeDecodeError:
             is_binary = True
-    content = None if text is not None else inspect_bytes(rel, data, text_stored=False)
+    content = None if text is not None else inspect_bytes(rel, data, text_stored=False, scan_text=scan_text)
     return SkillFileEntry(rel, len(data), digest, text, is_binary, content), data
 
 
@@ -121,7 +121,7 @@ def _oversized_entry(fh, rel: str, max_file_bytes: int, scan_text: TextScanner |
         # A zip's directory is at its end and a plain tar's headers are in place: their members are
         # listed and read as in a small archive (a payload is often a few MB). Otherwise only the
         # head was kept: enough to name a program or a compressed tarball, not to read it.
-        archive = inspect_large_archive(rel, fh, kind) if kind else None
+        archive = inspect_large_archive(rel, fh, kind, scan_text) if kind else None
         content = (replace(archive, note=f"over {max_file_bytes} bytes; "
                            + (archive.note or "members read as in any archive"))
                    if archive is not None else FileContent(kind=kind, note=f"over {max_file_bytes} bytes; not read"))

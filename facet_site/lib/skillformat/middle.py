@@ -1,5 +1,6 @@
-"""The middle of a text file too large to keep: read in blocks and handed to a scanner as it
-streams past, so that only what the scanner returns is kept. Django-free.
+"""The middle of a text file too large to keep (or the rest of an archive member past what is
+read of it): read in blocks and handed to a scanner as it streams past, so that only what the
+scanner returns is kept. Django-free.
 
 Why: a text file over the reading limit keeps its first and last OVERSIZED_PART_BYTES for the
 safety scan. Padding a script on both sides would hide a payload placed between them, and keeping
@@ -53,12 +54,17 @@ class MiddleScan:
         if not data:
             return
         self.pos += len(data)
-        if self.scanned + len(self.buf) >= self.budget:
+        if self.exhausted:
             self.unread += len(data)
             return
         self.buf += data
         while len(self.buf) >= _BLOCK_BYTES:
             self._scan_block(final=False)
+
+    @property
+    def exhausted(self) -> bool:
+        """The budget is used up: a caller reading a stream can stop."""
+        return self.scanned + len(self.buf) >= self.budget
 
     def finish(self) -> None:
         """The middle ends here (where the last part starts)."""
