@@ -176,7 +176,9 @@ def test_a_script_padded_inside_a_zip_is_scanned_past_its_padding_within_one_bud
     assert {f.path for f in report.findings if f.rule_id == "dropper.pipe-to-shell"} < {
         "tools.zip!setup/install.sh", *(f"tools.zip!setup/more-{i}.sh" for i in range(3))}
     note = next(f.content.note for f in skill.files if f.path == "tools.zip")
-    assert "after not read" in note
+    after = len(script) - (script[:1_000_000].rfind(b"\n") + 1)  # the first part ends on a whole line
+    assert f"setup/install.sh (the {after} bytes after scanned in blocks, not kept)" in note
+    assert "scanned in blocks, the rest not read)" in note and "bytes are spent)" in note
 
 
 def test_a_script_padded_inside_a_tarball_is_scanned_past_its_padding(tmp_path):
@@ -378,12 +380,41 @@ def test_an_archive_past_the_reading_limit_still_has_its_members_listed_and_read
     assert note.startswith("over 1000000 bytes; members read as in any archive")
 
 
-def test_a_compressed_tarball_past_the_reading_limit_is_named_not_unpacked(tmp_path):
-    noise = random.Random(16).randbytes(1_300_000)
+def test_a_compressed_tarball_past_the_reading_limit_is_unpacked_as_a_stream(tmp_path):
+    noise = random.Random(16).randbytes(1_300_000)  # does not compress: the tarball is over 1 MB
     skill, report = scan_dir(tmp_path, {"vendor/media.tar.gz": tar_gz({"clip.bin": noise, "install.sh": PAYLOAD})})
     [entry] = [f for f in skill.files if f.path == "vendor/media.tar.gz"]
-    assert entry.content.kind == "gzip" and entry.content.note == "over 1000000 bytes; not read"
-    assert report.level == CLEAN  # the documented limit: its members lie behind 1.3 MB to decompress
+    assert entry.size > 1_000_000 and entry.content.kind == "tar"
+    assert entry.content.note == "over 1000000 bytes; members read as in any archive"
+    assert ("dropper.pipe-to-shell", "vendor/media.tar.gz!install.sh") in fired(report) and report.level == UNSAFE
+
+
+@pytest.mark.parametrize("kind", ["bz2", "xz"])
+def test_other_compressed_tarballs_past_the_limit_are_unpacked_and_compressed_data_is_only_named(tmp_path, kind):
+    noise = random.Random(17).randbytes(1_300_000)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=f"w:{kind}") as tf:
+        for name, data in (("clip.bin", noise), ("install.sh", PAYLOAD)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    plain = {"bz2": __import__("bz2").compress, "xz": __import__("lzma").compress}[kind](noise + PAYLOAD)
+    skill, report = scan_dir(tmp_path, {f"vendor/media.tar.{kind}": buf.getvalue(), f"data/table.csv.{kind}": plain})
+    assert ("dropper.pipe-to-shell", f"vendor/media.tar.{kind}!install.sh") in fired(report)
+    [data] = [f for f in skill.files if f.path == f"data/table.csv.{kind}"]
+    assert data.content.note == "over 1000000 bytes; not read"  # not a tarball: named only
+    assert not any(f.path.startswith("data/") for f in report.findings)
+
+
+def test_unpacking_a_large_tarball_stops_at_its_cap_and_says_so(tmp_path, monkeypatch):
+    from facet_site.lib.skillformat import content
+    monkeypatch.setattr(content, "TARBALL_UNPACK_BYTES", 2_000_000)
+    noise = random.Random(18).randbytes(2_500_000)
+    skill, report = scan_dir(tmp_path, {"vendor/media.tgz": tar_gz({"clip.bin": noise, "install.sh": PAYLOAD})})
+    [entry] = [f for f in skill.files if f.path == "vendor/media.tgz"]
+    assert entry.content.note.endswith("unpacked up to 2000000 bytes; the members after not read")
+    assert entry.content.members == ("clip.bin",)
+    assert "dropper.pipe-to-shell" not in report.rule_ids
 
 
 def test_a_large_zip_declaring_a_huge_directory_is_named_not_parsed(tmp_path):

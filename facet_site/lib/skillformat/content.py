@@ -10,12 +10,15 @@ capped so a hostile package cannot make reading it expensive.
 """
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
+import lzma
 import os
 import tarfile
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from facet_site.lib.skillformat.middle import MIDDLE_SCAN_BYTES, MiddleScan, TextScanner
@@ -33,6 +36,9 @@ ZIP_TEXT_BYTES = 4_000_000  # all text members of one archive together
 _KIND_BYTES = 8192  # enough of a file's first bytes to name its kind
 _ZIP_DIRECTORY_BYTES = 4_000_000  # a larger zip's directory is not parsed (~50,000 entries)
 _ZIP_END_SEARCH = 22 + 65_535  # the end record and the longest comment it may carry
+# A compressed tarball over the reading limit is unpacked as a stream, its members in order, up to
+# this many unpacked bytes (gzip unpacks at a few hundred MB/s here; a bomb stops at the cap).
+TARBALL_UNPACK_BYTES = 256_000_000
 
 EXECUTABLE_KINDS = frozenset({"elf", "pe", "mach-o"})
 ARCHIVE_KINDS = frozenset({"zip", "tar", "gzip", "bzip2", "xz", "7z", "rar"})
@@ -146,8 +152,8 @@ def _as_text(data: bytes) -> tuple[str | None, str]:
 def inspect_large_archive(path: str, fh: BinaryIO, kind: str, scan_text: TextScanner | None = None) -> FileContent | None:
     """What an archive over the reading limit holds, read from its open file `fh` (seekable): a
     zip's central directory and a plain tar's headers are read in place, and their members as far
-    as _read_members reads any archive's. None for compressed tarballs, whose members lie behind
-    everything before them (reaching them means decompressing it all)."""
+    as _read_members reads any archive's; a compressed tarball is unpacked as a stream, up to
+    TARBALL_UNPACK_BYTES. None for compressed data that is not a tarball."""
     if kind in ("zip", "zip document"):
         if (too_big := _zip_directory_too_big(fh)) is not None:
             return FileContent(kind=kind, note=too_big)
@@ -156,7 +162,60 @@ def inspect_large_archive(path: str, fh: BinaryIO, kind: str, scan_text: TextSca
     fh.seek(0)
     if kind == "tar":
         return _tar_content(path, fh, kind, scan_text)
+    if kind in _DECOMPRESSORS:
+        return _compressed_tarball(path, fh, kind, scan_text)
     return None
+
+
+_DECOMPRESSORS = {"gzip": lambda fh: gzip.GzipFile(fileobj=fh), "bzip2": bz2.BZ2File, "xz": lzma.LZMAFile}
+
+
+class _UnpackLimit(OSError):
+    pass
+
+
+class _CappedStream(io.RawIOBase):
+    """A decompressing stream that stops with _UnpackLimit after `limit` bytes."""
+
+    def __init__(self, inner, limit: int):
+        self.inner, self.limit, self.read_bytes, self.exceeded = inner, limit, 0, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        if self.read_bytes >= self.limit:
+            self.exceeded = True
+            raise _UnpackLimit(f"unpacked past {self.limit} bytes")
+        data = self.inner.read(min(len(buf), self.limit - self.read_bytes))
+        buf[:len(data)] = data
+        self.read_bytes += len(data)
+        return len(data)
+
+
+def _compressed_tarball(path: str, fh: BinaryIO, kind: str, scan_text: TextScanner | None) -> FileContent | None:
+    """A gzip, bzip2 or xz file over the reading limit, read as a tarball streamed in order (its
+    members lie behind everything before them), up to TARBALL_UNPACK_BYTES unpacked. None when it
+    is not a tarball: compressed data is then only named."""
+    stream = _CappedStream(_DECOMPRESSORS[kind](fh), TARBALL_UNPACK_BYTES)
+    try:
+        archive = tarfile.open(fileobj=io.BufferedReader(stream, 1 << 16), mode="r|")
+    except (tarfile.TarError, OSError, EOFError, ValueError, lzma.LZMAError, zlib.error):
+        return None
+
+    def members():
+        try:
+            for info in archive:
+                if info.isfile():
+                    yield info.name, info.size, lambda info=info: archive.extractfile(info)
+        except (tarfile.TarError, OSError, EOFError, ValueError, lzma.LZMAError, zlib.error):
+            return
+
+    content = _read_members(path, "tar", members(), scan_text=scan_text)
+    if not stream.exceeded:
+        return content
+    cap = f"unpacked up to {TARBALL_UNPACK_BYTES} bytes; the members after not read"
+    return replace(content, note=f"{content.note}; {cap}" if content.note else cap)
 
 
 def _zip_directory_too_big(fh: BinaryIO) -> str | None:
@@ -255,12 +314,15 @@ def _read_members(path: str, kind: str, members, *, encrypted: bool = False,
                     raw = raw[:want]
                     raw = raw[:raw.rfind(b"\n") + 1] or raw
                 text, decoded_as = _as_text(raw)
-                if text is not None and not decoded_as and len(whole) > want and scan_text is not None and rest_budget > 0:
+                if text is not None and not decoded_as and len(whole) > want and scan_text is not None and rest_budget <= 0:
+                    rest_read.append(f"{name} (the rest not read: the archive's {MIDDLE_SCAN_BYTES} bytes are spent)")
+                elif text is not None and not decoded_as and len(whole) > want and scan_text is not None:
                     rest, stopped = _scan_rest(f"{path}!{name}", fh, whole, len(raw), text[:_KIND_BYTES], scan_text,
                                                rest_budget)
                     rest_budget -= rest.scanned
                     rest_findings.extend(rest.findings)
-                    rest_read.append(f"{name} ({rest.note()}{stopped})")
+                    rest_read.append(f"{name} ({rest.note('after', rest_unknown=stopped == 'budget')}"
+                                     f"{'' if stopped == 'budget' else stopped})")
         except (zipfile.BadZipFile, tarfile.TarError, OSError, ValueError, EOFError, NotImplementedError,
                 RuntimeError, AttributeError, zlib.error) as exc:
             note = f"member {name} cannot be read: {exc}"
@@ -279,14 +341,17 @@ def _read_members(path: str, kind: str, members, *, encrypted: bool = False,
 def _scan_rest(where: str, fh: BinaryIO, start: bytes, begin: int, head: str, scan_text: TextScanner,
                budget: int) -> tuple[MiddleScan, str]:
     """The rest of a text member from `begin` (what was read of it is `start`), scanned in blocks
-    as `fh` is read on, until its end or `budget` bytes; and why reading stopped early, if it did
-    (a damaged stream or a bad CRC at the end loses none of what was read before it)."""
+    as `fh` is read on, until its end or `budget` bytes; and why reading stopped early, if it did:
+    "budget", or the error (a damaged stream or a bad CRC at the end loses none of what was read
+    before it)."""
     rest = MiddleScan(where, scan_text, begin=begin, head=head, budget=budget)
     rest.feed(start)
     stopped = ""
     try:
         while not rest.exhausted and (chunk := fh.read(1 << 20)):
             rest.feed(chunk)
+        if rest.exhausted:
+            stopped = "budget"
     except (zipfile.BadZipFile, tarfile.TarError, OSError, ValueError, EOFError, RuntimeError, zlib.error) as exc:
         stopped = f"; reading stopped: {exc}"
     rest.finish()

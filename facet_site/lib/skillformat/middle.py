@@ -71,10 +71,15 @@ class MiddleScan:
         while self.buf:
             self._scan_block(final=True)
 
-    def note(self) -> str:
-        read = f"the {self.scanned} bytes between scanned in blocks, not kept"
-        if self.unread:
-            read = f"the first {self.scanned} bytes between scanned in blocks, the {self.unread} after not read"
+    def note(self, where: str = "between", *, rest_unknown: bool = False) -> str:
+        """What was read, for the file's note: `where` names the part ("between" the two ends of a
+        file; "after" the first part of an archive member); `rest_unknown` when reading stopped at
+        the budget without reaching the end, so how much was left is not known."""
+        read = f"the {self.scanned} bytes {where} scanned in blocks, not kept"
+        if rest_unknown:
+            read = f"the first {self.scanned} bytes {where} scanned in blocks, the rest not read"
+        elif self.unread:
+            read = f"the first {self.scanned} bytes {where} scanned in blocks, the {self.unread} after not read"
         if self.dropped:
             read += f" ({self.dropped} more findings there not kept)"
         return read
