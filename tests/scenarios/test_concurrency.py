@@ -175,8 +175,9 @@ def test_two_threaded_workers_claim_every_item_once_and_call_the_model_once_per_
 
     # ... while each llm worker's threads shared at most DB_CONNECTIONS database connections: a
     # thread holds one only while it reads or writes, so connections do not grow with threads
-    # (uncapped, each worker showed THREADS + 2). A sample may count one more: a connection just
-    # closed is listed until its server process exits.
+    # (uncapped, each worker showed THREADS + 2). A sample may count up to two more: a connection
+    # just closed is listed until its server process exits, and when both slots are given back and
+    # taken again at once on a loaded machine, both old ones can still be listed (seen in CI: 4).
     held = {name: n for name, n in watch.peak.items() if int(name.rsplit(" ", 1)[1]) in ours}
     assert len(held) == 2, watch.peak
-    assert all(1 <= n <= DB_CONNECTIONS + 1 for n in held.values()), watch.peak
+    assert all(1 <= n <= DB_CONNECTIONS + 2 for n in held.values()), watch.peak
