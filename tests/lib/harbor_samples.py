@@ -32,7 +32,7 @@ def good_bundle(name: str = "hello-file") -> TaskBundle:
                       config=cfg, files=files)
 
 
-def make_task(root: Path, toml: str, *, instruction: str = "Do it.\n", files: dict[str, bytes] | None = None) -> Path:
+def make_task(root: Path, toml: str, *, instruction: str | None = "Do it.\n", files: dict[str, bytes] | None = None) -> Path:
     root.mkdir(parents=True)
     (root / "task.toml").write_text(toml)
     if instruction is not None:

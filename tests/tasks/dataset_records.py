@@ -25,6 +25,7 @@ from tasks.models import (
     ValidationStatus,
     ReviewVerdict,
 )
+from tests.lib.harbor_samples import make_task
 
 
 GOOD_TEST_SH = b"""#!/bin/bash
@@ -112,20 +113,13 @@ def _manifest(archive: Path) -> list[dict]:
 
 def _task_dir(root: Path, name: str, toml: str, *, instruction: str | None = "Write ok to /app/out.txt.\n",
               files: dict | None = None) -> Path:
-    d = root / name
-    d.mkdir(parents=True)
-    (d / "task.toml").write_text(toml)
-    if instruction is not None:
-        (d / "instruction.md").write_text(instruction)
-    (d / "environment").mkdir()
-    for rel, data in (files if files is not None else {
+    """A Harbor task directory `root/name` that writes ok to /app/out.txt (harbor_samples.make_task
+    with this file's environment, solution and verifier)."""
+    return make_task(root / name, toml, instruction=instruction, files=files if files is not None else {
         "environment/Dockerfile": b"FROM facet-base:bookworm\nWORKDIR /app\n",
         "solution/solve.sh": b"#!/bin/bash\necho ok > /app/out.txt\n",
         "tests/test.sh": GOOD_TEST_SH,
-    }).items():
-        (d / rel).parent.mkdir(parents=True, exist_ok=True)
-        (d / rel).write_bytes(data)
-    return d
+    })
 
 
 TB20 = """version = "1.0"
