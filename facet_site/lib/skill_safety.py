@@ -185,8 +185,8 @@ def scan_text_part(path: str, text: str, first_line: int, head: str) -> tuple[Fi
     """Findings in one part of a text file read in parts (`skillformat.middle`): `text` starts on
     the file's line `first_line`, and `head` is the file's start, which says what kind of file it
     is. Made for `skillformat.discover(scan_text=...)`, with the default rules."""
-    return tuple(_scan_doc(load_rules(), _Doc(path, text[:_MAX_SCAN_CHARS], load_rules(), first_line=first_line,
-                                              head=head)))
+    rs = load_rules()
+    return tuple(_scan_doc(rs, _Doc(path, text[:_MAX_SCAN_CHARS], rs, first_line=first_line, head=head)))
 
 
 def scan_parsed_skill(skill, *, rules: RuleSet | None = None) -> SafetyReport:
