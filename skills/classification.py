@@ -4,33 +4,33 @@ A skill is represented by its embeddings added together: its "name: description"
 ingest already stores for near-duplicate detection), the head of its body, where what the skill
 actually does is spelled out, and the mean of the body's first three 1,000-character pieces of
 prose (so a skill whose opening is boilerplate is still read further on). A multinomial logistic
-regression is trained on the hand-labelled skills (`labels/openclaw-categories.jsonl`, their
-acceptable alternatives at a lower weight), hand-written category examples
-(`labels/category_examples.json`) and the taxonomy's own descriptions, and its probabilities are
-blended with the zero-shot similarity to the category descriptions, which keeps categories with
-few labelled skills reachable. A second, lexical model (TF-IDF of words and word pairs, logistic
-regression) reads the skill's own words, product and tool names the sentence embedding blurs, and
-is blended in; the result is sharpened so the top category reads as a confidence. A skill written
-mostly in Chinese or Japanese, which MiniLM and the word pattern cannot read, is read through the
-English of its terms (`cjk_gloss`, `cjk_glossary.json`). Measured by `bench/category_accuracy.py`.
+regression is trained on the hand-labelled skills (`skills.labelled_sets`: their acceptable
+alternatives at a lower weight), hand-written category examples (`labels/category_examples.json`)
+and the taxonomy's own descriptions, and its probabilities are blended with the zero-shot
+similarity to the category descriptions, which keeps categories with few labelled skills
+reachable. A second, lexical model (TF-IDF of hashed words, word pairs and Chinese or Japanese
+character pairs, logistic regression) reads the skill's own words, product and tool names the
+sentence embedding blurs, and is blended in; the result is sharpened so the top category reads as
+a confidence. A skill written mostly in Chinese or Japanese, which MiniLM cannot read, is embedded
+through the English of its terms (`cjk_gloss`, `cjk_glossary.json`). Measured by
+`bench/category_accuracy.py`.
 
 Optional LLM stage (`llm_classify`): when an endpoint is configured, a skill goes to the model
 with the taxonomy, the labelling guidelines and the embedding classifier's guess; calls go
 through facet_site.lib.llm, so they are recorded, cached and replayable from a cassette.
 
 Everything here takes texts, vectors, an `embed` callable or an LLM client, so it runs without
-Django; the caller chooses the embedder (normally `skills.services.embed`).
+Django; the caller chooses the embedder (normally `skills.services.embed`). What the classifier
+is trained on, and the production classifier itself, come from `skills.labelled_sets`.
 """
 from __future__ import annotations
 
 import functools
-import gzip
-import hashlib
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -38,31 +38,10 @@ from pydantic import BaseModel, Field
 from facet_site.lib.llm import InvalidOutput, load_prompt
 
 LABELS_DIR = Path(__file__).resolve().parent / "labels"
-LABELS_FILE = LABELS_DIR / "openclaw-categories.jsonl"
 EXAMPLES_FILE = LABELS_DIR / "category_examples.json"
-# The labelled skills' vectors, written by `bench/category_accuracy.py --write-vectors`, so the
-# classifier trains where the corpus is absent. float16 halves the file at no cost to accuracy.
-VECTORS_FILE = LABELS_DIR / "openclaw-categories.vectors.npz"
-# The labelled skills' lexical texts (`lexical_text`), written beside the vectors for the same reason.
-TEXTS_FILE = LABELS_DIR / "openclaw-categories.texts.jsonl.gz"
 TAXONOMY_FILE = Path(__file__).resolve().parent / "taxonomy.json"
 # English for Chinese and Japanese words that say what a skill is for (see cjk_gloss).
 CJK_GLOSSARY_FILE = Path(__file__).resolve().parent / "cjk_glossary.json"
-# Scientific skills written for a sanity check (the corpus has almost none): see labels/README.md.
-SCIENCE_PROBE_FILE = LABELS_DIR / "science-probe.jsonl"
-# Three rounds of them, by what each was used for: the first two guided which scientific category
-# examples were written; the third was written, labelled and scored once after the last change.
-SCIENCE_PROBES = {
-    "science_probe": SCIENCE_PROBE_FILE,
-    "science_probe_2": LABELS_DIR / "science-probe-2.jsonl",
-    "science_probe_3_blind": LABELS_DIR / "science-probe-3.jsonl",
-}
-# Chinese and Japanese skills written for the same kind of check (labels/README.md): the first
-# guided the glossary (cjk_glossary.json); the second was scored once, after it was written.
-CJK_PROBES = {
-    "chinese_probe_1": LABELS_DIR / "chinese-probe-1.jsonl",
-    "chinese_probe_2_blind": LABELS_DIR / "chinese-probe-2.jsonl",
-}
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 LLM_STAGE = "classify_category"
 
@@ -85,7 +64,7 @@ CONFIDENCE_SHARPNESS = 1.75
 DESCRIPTION_REPEATS = 2  # each taxonomy description counts as this many labelled examples
 # The lexical model: its share of the final blend, its inverse regularisation strength, and how much
 # of the body it reads (all by cross-validation on the tuning part; bench/results/category_accuracy.md).
-LEXICAL_WEIGHT = 0.25
+LEXICAL_WEIGHT = 0.35  # 0.25 until 2026-12-05: with the registry sample and character pairs, 0.35 by pooled CV
 LEXICAL_C = 100.0
 LEXICAL_BODY_CHARS = 3000
 # The most frequent words and word pairs kept: 10,000 scores as well as 50,000 on cross-validation
@@ -103,17 +82,6 @@ class Classification:
     confidence: float  # blended probability of `category`, in [0, 1]
     runner_up: str
     runner_up_confidence: float
-
-
-@dataclass(frozen=True)
-class LabelledSkill:
-    id: str
-    category: str
-    also: tuple[str, ...] = ()
-    split: str = "tune"
-
-    def accepts(self, slug: str) -> bool:
-        return slug == self.category or slug in self.also
 
 
 # --- texts -------------------------------------------------------------------------------------
@@ -259,59 +227,6 @@ def category_example_texts(path: Path = EXAMPLES_FILE) -> dict[str, list[str]]:
     return json.loads(Path(path).read_text())["examples"]
 
 
-def load_labelled(path: Path = LABELS_FILE) -> list[LabelledSkill]:
-    rows = []
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            rows.append(LabelledSkill(id=r["id"], category=r["category"], also=tuple(r.get("also", ())), split=r["split"]))
-    return rows
-
-
-def load_probe(path: Path = SCIENCE_PROBE_FILE) -> list[tuple[LabelledSkill, dict]]:
-    """A probe of hand-written skills (SCIENCE_PROBES, CJK_PROBES) with their labels:
-    (label, {name, description, body})."""
-    out = []
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            out.append((LabelledSkill(id=r["name"], category=r["category"], also=tuple(r.get("also", ())), split="probe"),
-                        {k: r[k] for k in ("name", "description", "body")}))
-    return out
-
-
-def labels_digest(path: Path = LABELS_FILE) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-
-
-def save_labelled_vectors(vectors: dict[str, np.ndarray], *, signature: str, path: Path = VECTORS_FILE) -> None:
-    ids = sorted(vectors)
-    np.savez_compressed(path, ids=np.array(ids), vectors=np.vstack([vectors[i] for i in ids]).astype(np.float16),
-                        signature=np.array(signature), labels=np.array(labels_digest()))
-
-
-def save_labelled_texts(texts: dict[str, str], path: Path = TEXTS_FILE) -> None:
-    # mtime 0 so rewriting the same texts gives the same bytes (and no spurious git change)
-    with gzip.GzipFile(path, "wb", mtime=0) as fh:
-        for i in sorted(texts):
-            fh.write((json.dumps({"id": i, "text": texts[i]}, ensure_ascii=False) + "\n").encode())
-
-
-def load_labelled_texts(path: Path = TEXTS_FILE) -> dict[str, str]:
-    """Stored lexical texts by skill id; empty when the file is absent (the lexical model is then off)."""
-    if not Path(path).exists():
-        return {}
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return {r["id"]: r["text"] for r in map(json.loads, fh) if r}
-
-
-def load_labelled_vectors(path: Path = VECTORS_FILE) -> tuple[dict[str, np.ndarray], str]:
-    """Stored vectors by skill id, and the embedder signature that produced them."""
-    with np.load(path) as data:
-        vectors = data["vectors"].astype(np.float32)
-        return {str(i): v for i, v in zip(data["ids"], vectors)}, str(data["signature"])
-
-
 # --- the model ---------------------------------------------------------------------------------
 
 
@@ -349,28 +264,60 @@ def fit_softmax_regression(
     return w, b
 
 
-_WORD = r"(?u)\b[a-zA-Z][a-zA-Z0-9_+.-]{1,}\b"  # words and names such as "ffmpeg", "yt-dlp", "c++", "next.js"
+_WORD = re.compile(r"(?u)\b[a-zA-Z][a-zA-Z0-9_+.-]{1,}\b")  # words and names such as "ffmpeg", "yt-dlp", "next.js"
+_CJK_RUN = re.compile(CJK_CHAR.pattern + "+")
+# Terms are hashed into this many columns, so what is stored of a labelled skill is a row of counts,
+# not its text; at 2**20 columns two of the ~300,000 distinct terms of the labelled sets rarely share one.
+LEXICAL_HASH_COLUMNS = 2 ** 20
+
+
+def lexical_terms(text: str) -> list[str]:
+    """The terms the lexical model counts: lower-cased words and names, pairs of neighbouring words,
+    and pairs of neighbouring Chinese or Japanese characters (such text has no spaces, and a pair such
+    as 股票 "stock" or 视频 "video" carries the meaning the glossary may not have)."""
+    words = _WORD.findall((text or "").lower())
+    terms = words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+    for run in _CJK_RUN.findall(text or ""):
+        terms += [run[i:i + 2] for i in range(len(run) - 1)] if len(run) > 1 else [run]
+    return terms
+
+
+def lexical_counts(texts: Sequence[str]):
+    """(n_texts, LEXICAL_HASH_COLUMNS) sparse counts of each text's `lexical_terms`."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    hashing = HashingVectorizer(analyzer=lexical_terms, n_features=LEXICAL_HASH_COLUMNS, alternate_sign=False,
+                                norm=None, dtype=np.float64)
+    return hashing.transform(list(texts)).tocsr()
 
 
 @dataclass
 class LexicalModel:
-    """TF-IDF over words and word pairs, fed to a multinomial logistic regression (scikit-learn).
+    """TF-IDF over the hashed term counts of `lexical_counts` (the LEXICAL_FEATURES most frequent terms
+    seen in at least two labelled skills), fed to a multinomial logistic regression (scikit-learn).
     Categories no labelled skill has get probability 0 here; the embedding side keeps them reachable."""
-    vectorizer: object
+    columns: np.ndarray  # the hashed columns kept
+    tfidf: object
     regression: object
     n_classes: int
 
     @classmethod
-    def train(cls, texts: Sequence[str], labels: Sequence[int], n_classes: int, *, extra: Sequence[tuple[int, int]] = (),
+    def train(cls, counts, labels: Sequence[int], n_classes: int, *, extra: Sequence[tuple[int, int]] = (),
               extra_weight: float = ALTERNATIVE_WEIGHT, c: float = LEXICAL_C) -> "LexicalModel":
-        """`extra` holds (row, label) pairs trained again at `extra_weight`: the acceptable alternatives."""
+        """`counts` from `lexical_counts`, one row per labelled skill; `extra` holds (row, label) pairs
+        trained again at `extra_weight`: the acceptable alternatives."""
         from scipy import sparse
-        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.feature_extraction.text import TfidfTransformer
         from sklearn.linear_model import LogisticRegression
 
-        vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=_WORD,
-                                     max_features=LEXICAL_FEATURES)
-        x = vectorizer.fit_transform(texts)
+        counts = sparse.csc_matrix(counts)
+        seen_in = np.asarray((counts > 0).sum(axis=0)).ravel()
+        total = np.asarray(counts.sum(axis=0)).ravel()
+        columns = np.flatnonzero(seen_in >= 2)
+        columns = np.sort(columns[np.argsort(-total[columns], kind="stable")][:LEXICAL_FEATURES])
+        kept = counts[:, columns]
+        tfidf = TfidfTransformer(sublinear_tf=True).fit(kept)
+        x = tfidf.transform(kept).tocsr()
         y, weights = list(labels), [1.0] * len(labels)
         if extra and extra_weight > 0:
             x = sparse.vstack([x, x[[i for i, _ in extra]]])
@@ -380,12 +327,15 @@ class LexicalModel:
         # tolerance than the default moves no cross-validated figure by more than a skill or two
         regression = LogisticRegression(C=c, solver="newton-cg", tol=1e-3, max_iter=500)
         regression.fit(x, y, sample_weight=weights)
-        return cls(vectorizer=vectorizer, regression=regression, n_classes=n_classes)
+        return cls(columns=columns, tfidf=tfidf, regression=regression, n_classes=n_classes)
 
-    def probabilities(self, texts: Sequence[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.n_classes))
-        if len(texts):
-            out[:, self.regression.classes_] = self.regression.predict_proba(self.vectorizer.transform(list(texts)))
+    def probabilities(self, counts) -> np.ndarray:
+        from scipy import sparse
+
+        out = np.zeros((counts.shape[0], self.n_classes))
+        if counts.shape[0]:
+            x = self.tfidf.transform(sparse.csc_matrix(counts)[:, self.columns])
+            out[:, self.regression.classes_] = self.regression.predict_proba(x)
         return out
 
 
@@ -398,7 +348,7 @@ class Classifier:
     bias: np.ndarray
     zero_shot_weight: float = ZERO_SHOT_WEIGHT
     sharpness: float = CONFIDENCE_SHARPNESS
-    lexical: LexicalModel | None = None  # None when trained without texts
+    lexical: LexicalModel | None = None  # None when trained without texts or counts
     lexical_weight: float = LEXICAL_WEIGHT
 
     @classmethod
@@ -407,13 +357,14 @@ class Classifier:
         alternatives: Sequence[Sequence[str]] = (), categories_meta: list[dict] | None = None,
         example_texts: dict[str, list[str]] | None = None, c: float = L2_C,
         zero_shot_weight: float = ZERO_SHOT_WEIGHT, alternative_weight: float = ALTERNATIVE_WEIGHT,
-        sharpness: float = CONFIDENCE_SHARPNESS, texts: Sequence[str] | None = None,
+        sharpness: float = CONFIDENCE_SHARPNESS, texts: Sequence[str] | None = None, counts=None,
         lexical_weight: float = LEXICAL_WEIGHT, lexical_c: float = LEXICAL_C,
     ) -> "Classifier":
         """Train on labelled skill `vectors` (from `skill_vectors`) with their `categories` (and,
         at `alternative_weight`, their acceptable `alternatives`, one sequence per skill), plus the
         taxonomy descriptions and the hand-written category examples (embedded here). With the
-        labelled skills' `texts` (`lexical_text`, one per vector) the lexical model is trained too."""
+        labelled skills' `texts` (`lexical_text`, one per vector), or their term `counts` (`lexical_counts`
+        of those texts, as stored for the labelled sets), the lexical model is trained too."""
         meta = categories_meta if categories_meta is not None else taxonomy_categories()
         examples = example_texts if example_texts is not None else category_example_texts()
         slugs = [m["slug"] for m in meta]
@@ -437,36 +388,41 @@ class Classifier:
         w, b = fit_softmax_regression(np.vstack(parts), np.concatenate(labels), len(slugs), c=c,
                                       sample_weight=np.concatenate(weights))
         lexical = None
-        if texts is not None and len(categories) and lexical_weight > 0:
-            if len(texts) != len(categories):
-                raise ValueError(f"{len(texts)} texts for {len(categories)} labelled skills")
+        if counts is None and texts is not None:
+            counts = lexical_counts(texts)
+        lexical = None
+        if counts is not None and len(categories) and lexical_weight > 0:
+            if counts.shape[0] != len(categories):
+                raise ValueError(f"{counts.shape[0]} texts for {len(categories)} labelled skills")
             lexical = LexicalModel.train(
-                texts, [index[s] for s in categories], len(slugs), extra_weight=alternative_weight, c=lexical_c,
+                counts, [index[s] for s in categories], len(slugs), extra_weight=alternative_weight, c=lexical_c,
                 extra=[(i, index[s]) for i, alts in enumerate(alternatives) for s in alts if s in index])
         return cls(slugs=slugs, families={m["slug"]: m["family"] for m in meta}, description_vectors=descriptions,
                    weights=w, bias=b, zero_shot_weight=zero_shot_weight, sharpness=sharpness,
                    lexical=lexical, lexical_weight=lexical_weight)
 
-    def probabilities(self, vectors: np.ndarray, texts: Sequence[str] | None = None) -> np.ndarray:
+    def probabilities(self, vectors: np.ndarray, texts: Sequence[str] | None = None, *, counts=None) -> np.ndarray:
         """(n_skills, n_categories) blended, then sharpened probabilities; each row sums to 1.
-        `texts` (`lexical_text` of each skill) bring in the lexical model when it was trained."""
+        `texts` (`lexical_text` of each skill), or their `counts`, bring in the lexical model when it was trained."""
         v = np.asarray(vectors, np.float64)
         if len(v) == 0:
             return np.zeros((0, len(self.slugs)))
         trained = _softmax(v @ self.weights + self.bias)
         zero_shot = _softmax((v @ self.description_vectors.T) / ZERO_SHOT_TEMPERATURE)
         blended = (1 - self.zero_shot_weight) * trained + self.zero_shot_weight * zero_shot
-        if self.lexical is not None and texts is not None:
-            if len(texts) != len(v):
-                raise ValueError(f"{len(texts)} texts for {len(v)} vectors")
-            blended = (1 - self.lexical_weight) * blended + self.lexical_weight * self.lexical.probabilities(texts)
+        if self.lexical is not None and (texts is not None or counts is not None):
+            if counts is None:
+                counts = lexical_counts(texts)
+            if counts.shape[0] != len(v):
+                raise ValueError(f"{counts.shape[0]} texts for {len(v)} vectors")
+            blended = (1 - self.lexical_weight) * blended + self.lexical_weight * self.lexical.probabilities(counts)
         if self.sharpness == 1.0:
             return blended
         sharpened = blended ** self.sharpness  # the order of categories is unchanged
         return sharpened / sharpened.sum(axis=1, keepdims=True)
 
-    def classify(self, vectors: np.ndarray, texts: Sequence[str] | None = None) -> list[Classification]:
-        probs = self.probabilities(vectors, texts)
+    def classify(self, vectors: np.ndarray, texts: Sequence[str] | None = None, *, counts=None) -> list[Classification]:
+        probs = self.probabilities(vectors, texts, counts=counts)
         out = []
         for row in probs:
             first, second = np.argsort(-row)[:2]
@@ -475,27 +431,6 @@ class Classifier:
                 runner_up=self.slugs[second], runner_up_confidence=round(float(row[second]), 4),
             ))
         return out
-
-
-def train_default(
-    embed: Embed, labelled_vectors: dict[str, np.ndarray], *, labelled_texts: dict[str, str] | None = None,
-    exclude: Iterable[str] = (),
-) -> Classifier:
-    """The production classifier: every labelled skill whose vector is given, minus `exclude`
-    (the held-out ids when measuring); the lexical model too when every such skill has a text."""
-    skip = set(exclude)
-    rows = [r for r in load_labelled() if r.id in labelled_vectors and r.id not in skip]
-    vectors = np.vstack([labelled_vectors[r.id] for r in rows]) if rows else None
-    texts = [labelled_texts[r.id] for r in rows] if labelled_texts and all(r.id in labelled_texts for r in rows) else None
-    return Classifier.train(embed, vectors=vectors, categories=[r.category for r in rows],
-                            alternatives=[r.also for r in rows], texts=texts)
-
-
-def default_classifier(embed: Embed) -> Classifier:
-    """Trained on every labelled skill from the stored vectors and texts; vectors of another backend
-    of the same model differ by ~1% in cosine, which the classifier does not notice."""
-    vectors, _signature = load_labelled_vectors()
-    return train_default(embed, vectors, labelled_texts=load_labelled_texts())
 
 
 def classify(

