@@ -33,7 +33,9 @@ _NOT_SECRET_TOKEN_PREFIXES = frozenset({"BUY", "SELL", "INPUT", "OUTPUT", "IN", 
                                         "SOURCE", "DEST", "PAYMENT", "REWARD", "STAKE", "GAS", "WRAPPED", "ERC20", "SPL"})
 _NOT_SECRET_KEY_PREFIXES = frozenset({"SORT", "PRIMARY", "PARTITION", "CACHE", "IDEMPOTENCY", "PUBLIC", "PUBLISHABLE",
                                       "ROUTING", "LOOKUP", "HASH", "MAP", "DICT", "REDIS", "OBJECT", "S3", "FOREIGN",
-                                      "UNIQUE", "DEDUP", "GROUP", "MESSAGE", "SHORTCUT", "HOT", "KEYBOARD"})
+                                      "UNIQUE", "DEDUP", "GROUP", "MESSAGE", "SHORTCUT", "HOT", "KEYBOARD",
+                                      # ids some APIs call keys (Feishu's image_key and file_key)
+                                      "IMAGE", "FILE", "FOLDER", "FIELD", "RECORD", "ROW", "ITEM", "NODE"})
 _EXPORT = re.compile(r"export\s+([A-Z][A-Z0-9_]*)\s*=")
 # Separate patterns with a literal start run far faster than one alternation led by \b.
 _ENV_REFS = (

@@ -15,7 +15,10 @@ the requirements stated only in prose and decides which are really required:
   when its cell says yes, required, true or a check mark, and as optional when it says no or
   optional (which then holds for every other mention of the variable).
 * Optional: the requirement's line, or any line that names the same variable, says optional,
-  "if you have", "if available/set/provided", "not required", "for higher rate limits" ... .
+  "if you have", "if available/set/provided", "not required", "for higher rate limits" ... ; for a
+  mention inside a code block, also the line leading into the block, when it is about a key
+  ("With an API key (for higher limits):"). An unnamed key ("get your API key at ...") is optional
+  when a line about a key says so and none says a key is needed.
 * A no-key path: the skill says it works without a key anywhere ("free mode", "no API key
   needed", "works without an API key", "keyless", "no signup"); then no credential is required.
 
@@ -50,6 +53,11 @@ NO_KEY_PATH = re.compile(
 )
 _NEGATED = re.compile(r"\b(?:no|not|without|never|don'?t|doesn'?t)\b", re.I)
 _KEY_NOUN = r"(?:api[ _-]?keys?|access[ _-]tokens?|auth(?:entication)?[ _-]tokens?|secret[ _-]keys?|bearer\s+tokens?|personal\s+access\s+tokens?)"
+# An unnamed key ("get your API key at ...") is optional where a line naming a key says so ("With
+# an API key (for higher limits):") and no line naming a key says it is needed.
+_KEY_NOUN_ANY = re.compile(_KEY_NOUN + r"|\bapi\s?-?key\b", re.I)
+_NEEDED = re.compile(r"\b(?:required|requires?|mandatory|must|needs?|needed)\b", re.I)
+_FENCE_LINE = re.compile(r"^\s{0,3}(?:```|~~~)")
 _PROSE_ENV = re.compile(
     r"\b(?i:needs?|requires?|required)\s+(?i:env(?:ironment)?(?:\s+var(?:iable)?s?)?)\s*:\s*"
     r"((?:`?[A-Z][A-Z0-9_]{2,}`?(?:\s*,\s*|\s+and\s+|\s+)?)+)"
@@ -211,11 +219,27 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]]) -> Req
     SKILL.md's frontmatter and body, searched for optional wording and a no-key path."""
     no_key = ("", 0, "")
     lines: list[tuple[str, int, str]] = []
+    # the line that introduces each fenced block ("With an API key (for higher limits):"): what it
+    # says holds for every line of the block
+    intro: dict[tuple[str, int], str] = {}
     for path, first, text in texts:
+        in_fence, last_prose, block_intro = False, "", ""
         for i, line in enumerate(_lines(text)):
             lines.append((path, first + i, line))
             if not no_key[2] and (m := NO_KEY_PATH.search(line)):
                 no_key = (path, first + i, _clip(m.group(0)))
+            if _FENCE_LINE.match(line):
+                in_fence = not in_fence
+                block_intro = last_prose if in_fence else ""
+            elif in_fence:
+                intro[(path, first + i)] = block_intro
+            elif line.strip():
+                # only a line that leads into what follows ("... (for higher limits):") speaks for it
+                last_prose = line if line.rstrip().endswith((":", "：")) and not line.lstrip().startswith("|") else ""
+    key_lines = [ln for _, _, ln in lines if _KEY_NOUN_ANY.search(ln)]
+    needed = any(_NEEDED.search(ln) and not (OPTIONAL.search(ln) or NO_KEY_PATH.search(ln) or _NEGATED.search(ln))
+                 for ln in key_lines)
+    key_lines_if_optional = [] if needed else key_lines
     items = []
     seen: set[tuple[str, str]] = set()
     # A table that says a variable is not required settles it for its other mentions too.
@@ -228,7 +252,13 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]]) -> Req
             continue  # recorded once, where the variable is used, as optional
         seen.add((req.name, req.source))
         why = said_optional.get(req.name, "")
-        mentions = [ln for _, _, ln in lines if req.name in ln] if req.name != "API key" else []
+        if req.name != "API key":
+            # a block's intro speaks for the variable only when it is about a key ("With an API key
+            # (for higher limits):"), not about a step ("Attach a wallet if needed:")
+            mentions = [t for p, n, ln in lines if req.name in ln
+                        for t in (ln, intro.get((p, n), "")) if t is ln or _KEY_NOUN_ANY.search(t) or req.name in t]
+        else:
+            mentions = key_lines_if_optional
         own = [ln for p, n, ln in lines if p == req.path and n == req.line]
         for text in own + mentions if not why else ():
             if m := OPTIONAL.search(text):

@@ -507,3 +507,44 @@ def test_plain_steps_naming_tools_files_or_formats_are_actionable(tmp_path, body
 def test_persona_and_chat_advice_are_not_actionable(tmp_path, body):
     skill = skill_from(tmp_path, body)
     assert [f.kind for f in evaluate(skill)] == [NON_ACTIONABLE]
+
+
+def test_an_unnamed_key_is_optional_where_a_line_naming_a_key_says_so(tmp_path):
+    # the shape of a real MCP skill: a keyless connection first, a key only for higher limits
+    body = ("No other API keys are needed beyond the connection.\n\nConnect the server:\n\n```json\n{\"mcpServers\": {\"domains\": {\"baseUrl\": \"https://api.example.com/mcp\"}}}\n```\n\n"
+            "With an API key (for higher limits):\n\n```json\n{\"headers\": {\"X-API-Key\": \"$env:DOMAINS_KEY\"}}\n```\n\n"
+            "Get your API key at https://example.com/account.\n")
+    skill = skill_from(tmp_path, bash("curl https://api.example.com/v1/check?d=example.org") + "\n" + body)
+    assert of_kind(evaluate(skill), PRIVATE) == []
+    [req] = requirements(skill).items
+    assert (req.name, req.source, req.required) == ("API key", "prose", False)
+    assert "for higher limits" in req.optional_because
+    # a line that says a key is needed keeps it required, whatever another line says
+    needed = skill_from(tmp_path, bash("curl https://api.example.com/v1/check") + "\n" + body
+                        + "An API key is required for the bulk endpoint.\n", name="t")
+    assert reasons(evaluate(needed), PRIVATE) == {"requires an API key (stated in prose)"}
+
+
+def test_ids_an_api_calls_keys_are_not_credentials_but_a_token_the_skill_fetches_is(tmp_path):
+    # Feishu names an uploaded image's id image_key; the access token fetched with gcloud still
+    # needs the user's Google login, so it stays a requirement
+    code = ('IMAGE_KEY=$(curl -s -X POST https://open.example.com/images -F "image=@/tmp/shot.png" | jq -r .key)\n'
+            'curl -X POST https://open.example.com/messages -d "{\\"image\\": \\"$IMAGE_KEY\\", \\"file\\": \\"$FILE_KEY\\"}"\n'
+            'ACCESS_TOKEN=$(gcloud auth application-default print-access-token)\n'
+            'curl -H "Authorization: Bearer $ACCESS_TOKEN" https://www.googleapis.com/calendar/v3/users/me/calendarList')
+    skill = skill_from(tmp_path, bash(code))
+    assert reasons(evaluate(skill), PRIVATE) == {"requires secret ACCESS_TOKEN"}
+
+
+def test_the_line_that_leads_into_a_block_speaks_for_the_key_in_it_when_it_is_about_a_key(tmp_path):
+    keyed = ("The public endpoint needs nothing.\n\nWith an API key (for higher limits):\n\n"
+             '```bash\nexport WEATHER_API_KEY="your_key"\n```\n')
+    skill = skill_from(tmp_path, bash("curl https://api.weather.example/today") + "\n" + keyed, front=ENV_FRONT)
+    assert of_kind(evaluate(skill), PRIVATE) == []
+    [req] = requirements(skill).items
+    assert (req.name, req.required) == ("WEATHER_API_KEY", False) and "for higher limits" in req.optional_because
+    # a lead-in about a step, not a key, says nothing of the key
+    step = ("Attach a radar layer if needed:\n\n"
+            '```bash\ncurl -H "X-Key: $WEATHER_API_KEY" https://api.weather.example/radar\n```\n')
+    other = skill_from(tmp_path, bash("curl https://api.weather.example/today") + "\n" + step, front=ENV_FRONT, name="t")
+    assert reasons(evaluate(other), PRIVATE) == {"requires secret WEATHER_API_KEY"}
