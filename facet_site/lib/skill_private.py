@@ -63,7 +63,9 @@ _STARTS_SERVER = re.compile(
     r"\b(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:dev|start|serve|preview)\b|\bpython3?\s+-m\s+http\.server\b|\buvicorn\b|\bgunicorn\b"
     r"|\bflask\s+run\b|\brails\s+s(?:erver)?\b|\bphp\s+-S\b|\bdocker(?:\s+compose|-compose)?\s+(?:run|up)\b|--port\b"
     r"|\bollama\s+serve\b|\bjupyter\b|\bstreamlit\s+run\b|\bnext\s+dev\b|\bvite\b|\bhugo\s+server\b|\bhttp-server\b"
-    r"|\bnpx\s+serve\b|\bnode\s+[\w./-]*server\b|\bmanage\.py\s+runserver\b|\blisten\(\s*\d+",
+    r"|\bnpx\s+serve\b|\bnode\s+[\w./-]*server\b|\bmanage\.py\s+runserver\b|\blisten\(\s*\d+"
+    # a library that starts its own local service: Dask's cluster dashboard, Ray, Gradio and Flask apps
+    r"|\bLocalCluster\(|\bdashboard_address\b|\bdiagnostics_port\b|\bray\.init\(|\.launch\(|\bapp\.run\(",
     re.I,
 )
 # Account wording is found from the noun backwards: a regex that starts at every "need"/"requires"

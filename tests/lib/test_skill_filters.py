@@ -269,8 +269,15 @@ def test_public_hosts_are_not_private(tmp_path, url):
     assert of_kind(evaluate(skill), PRIVATE) == []
 
 
-def test_localhost_is_fine_when_the_skill_starts_the_server(tmp_path):
-    skill = skill_from(tmp_path, bash("npm run dev &\ncurl http://localhost:3000/health"))
+@pytest.mark.parametrize(
+    "body",
+    [bash("npm run dev &\ncurl http://localhost:3000/health"),
+     # a library that starts its own service (the shape of a published scientific skill)
+     "```python\nfrom dask.distributed import Client, LocalCluster\ncluster = LocalCluster(n_workers=4)\n"
+     "client = Client(cluster)  # dashboard at http://localhost:8787\n```\n"],
+)
+def test_localhost_is_fine_when_the_skill_starts_the_server(tmp_path, body):
+    skill = skill_from(tmp_path, body)
     assert of_kind(evaluate(skill), PRIVATE) == []
 
 
