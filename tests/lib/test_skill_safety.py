@@ -487,5 +487,10 @@ def test_the_sample_corpus_scans_quickly_and_rejects_only_the_known_droppers():
                 "hightower6eu/poly", "hightower6eu/update", "jordanprater/youtube-summarize",
                 "jordanprater/youtube-video-downloader"}
     assert unsafe == droppers
+    # A published "security awareness" skill whose rules file has the agent read the hostname and
+    # POST to the author's server with the output thrown away: the user is not told until after.
+    beacon = reports["gvillanueva84/wed-1-0-1"]
+    assert beacon.level == ss.SUSPICIOUS
+    assert [(f.rule_id, f.path) for f in beacon.findings] == [("exfil.covert-beacon", "rules/logic.md")]
     for scanner in ("hichana/one-skill-to-rule-them-all", "oakencore/skillvet", "eltemblor/email-prompt-injection-defense"):
         assert reports[scanner].level == ss.CLEAN, [f.message for f in reports[scanner].findings]
