@@ -10,7 +10,8 @@ each finding as a verdict with its reason). Kinds:
   private networks, or a (paid) account/login.
 * "non_actionable": nothing a terminal could carry out (persona or prompt text only); plain
   numbered or bulleted steps naming tools, commands, files or formats count as a procedure
-  (`skill_steps`).
+  (`skill_steps`), and so do runnable code blocks in the skill's reference documents (at least
+  REFERENCE_BLOCKS of them; README, changelog and the like excluded).
 
 Keeping false positives low, simply and explainably:
 
@@ -40,7 +41,7 @@ from facet_site.lib.skill_findings import (
     KINDS, NON_ACTIONABLE, PRIVATE, UNREADABLE, UNSAFE, Finding, SkillDoc, cautioned, clip, skill_md_docs,
 )
 from facet_site.lib.skill_private import requirements
-from facet_site.lib.skillformat import ParsedSkill
+from facet_site.lib.skillformat import ParsedSkill, markdown
 
 __all__ = ["Finding", "KINDS", "UNREADABLE", "UNSAFE", "PRIVATE", "NON_ACTIONABLE", "evaluate", "requirements"]
 
@@ -164,6 +165,10 @@ _COMMON_CLIS = frozenset({
     "terraform", "ruby", "gem", "java", "mvn", "gradle", "dotnet", "php", "composer", "cat", "ls", "grep", "sed", "awk",
     "find", "mkdir", "cp", "mv", "chmod", "echo", "export", "cd",
 })
+_MARKDOWN_EXTS = frozenset({"md", "markdown", "mdx"})
+_PACKAGE_PAPERS = frozenset({"readme", "changelog", "changes", "history", "license", "licence", "contributing",
+                             "code_of_conduct", "security", "authors", "notice"})
+REFERENCE_BLOCKS = 2  # runnable blocks in reference documents that make a skill without others actionable
 _INLINE_CODE = re.compile(r"`([a-z][\w.+-]*)\s+[^`\n]{1,200}`")
 
 
@@ -185,8 +190,8 @@ def evaluate(skill: ParsedSkill) -> list[Finding]:
     if not _actionable(skill):
         findings.append(Finding(
             NON_ACTIONABLE,
-            "no terminal procedure: no shell or code blocks, required bins, install specs, scripts, command steps "
-            "or steps naming tools, files or formats",
+            "no terminal procedure: no shell or code blocks, required bins, install specs, scripts, command steps, "
+            "steps naming tools, files or formats, or runnable code in reference documents",
             clip(skill.description), 0, md_path,
         ))
     return _limit(findings, md_path)
@@ -228,26 +233,47 @@ def _actionable(skill: ParsedSkill) -> bool:
     ):
         return True
     known = _COMMON_CLIS | set(skill.tools)
-    for block in skill.code_blocks:
-        lang = block.get("lang", "")
-        if lang in _RUNNABLE_LANGS:
-            return True
-        if not lang:
-            for raw in block.get("code", "").split("\n"):
-                line = raw.strip()
-                if not line:
-                    continue
-                if line.startswith("$ "):
-                    return True
-                first = line.split(maxsplit=1)[0]
-                if first in known:
-                    return True
-                break
+    if any(_runnable(block, known) for block in skill.code_blocks):
+        return True
     for m in _INLINE_CODE.finditer(skill.body):
         if m.group(1) in known:
             return True
     # Plain numbered or bulleted steps naming tools, commands, files or formats (skill_steps).
-    return skill_steps.has_concrete_steps(skill.body)
+    if skill_steps.has_concrete_steps(skill.body):
+        return True
+    # A skill that keeps its procedure in reference documents (SKILL.md routes to references/*.md, which
+    # hold the code): their runnable blocks count, at least REFERENCE_BLOCKS of them, so the one install
+    # line a guide often carries does not make a persona actionable.
+    blocks = 0
+    for f in skill.files:
+        if f.text and _reference_document(f.path, skill.skill_md_path):
+            blocks += sum(_runnable(block, known) for block in markdown.code_blocks(f.text))
+            if blocks >= REFERENCE_BLOCKS:
+                return True
+    return False
+
+
+def _runnable(block: dict, known: set[str]) -> bool:
+    """A code block in a runnable language, or without a language but opening with a prompt or a known command."""
+    lang = block.get("lang", "")
+    if lang in _RUNNABLE_LANGS:
+        return True
+    if not lang:
+        for raw in block.get("code", "").split("\n"):
+            line = raw.strip()
+            if line:
+                return line.startswith("$ ") or line.split(maxsplit=1)[0] in known
+    return False
+
+
+def _reference_document(path: str, skill_md_path: str) -> bool:
+    """A Markdown file of the skill other than SKILL.md and the package's own papers (README, changelog,
+    licence ...), which describe the package rather than how to do the task."""
+    name = path.rsplit("/", 1)[-1]
+    stem, _, ext = name.rpartition(".")
+    if ext.lower() not in _MARKDOWN_EXTS or path == skill_md_path or name.lower() == "skill.md":
+        return False
+    return stem.lower() not in _PACKAGE_PAPERS
 
 
 def _limit(findings: list[Finding], md_path: str) -> list[Finding]:

@@ -346,6 +346,29 @@ def test_actionable_skills(tmp_path, body, files, front):
     assert of_kind(evaluate(skill), NON_ACTIONABLE) == []
 
 
+PERSONA_ROUTER = ("# WordPress helper\n\nYou are a senior WordPress developer.\n\n| Topic | Reference |\n|---|---|\n"
+                  "| Plugins | `references/plugins.md` |\n")
+PHP = "```php\n<?php\nadd_action('init', function () { register_post_type('book'); });\n```\n"
+
+
+def test_runnable_code_in_reference_documents_makes_a_skill_actionable(tmp_path):
+    # Many published skills keep SKILL.md short and put the procedure in references/*.md.
+    skill = skill_from(tmp_path, PERSONA_ROUTER, files={"references/plugins.md": f"# Plugins\n\n{PHP}\nThen:\n\n{PHP}"})
+    assert of_kind(evaluate(skill), NON_ACTIONABLE) == []
+
+
+@pytest.mark.parametrize("files", [
+    {"references/plugins.md": f"# Plugins\n\n{PHP}"},  # one block: an install line a guide carries is not a procedure
+    {"README.md": f"{bash('clawhub install wp-helper')}\n{bash('clawhub update wp-helper')}"},  # about the package
+    {"CHANGELOG.md": f"{PHP}\n{PHP}"},
+    {"references/tone.md": "```yaml\ntone: friendly\n```\n\n```\nBe warm and concise.\n```\n"},  # not runnable
+])
+def test_reference_documents_without_a_procedure_do_not_make_a_persona_actionable(tmp_path, files):
+    skill = skill_from(tmp_path, PERSONA_ROUTER, files=files)
+    [hit] = of_kind(evaluate(skill), NON_ACTIONABLE)
+    assert "reference documents" in hit.reason
+
+
 # --------------------------------------------------------------------------------------------
 # Sample corpus
 # --------------------------------------------------------------------------------------------
@@ -376,6 +399,10 @@ def test_sample_corpus_verdicts(capsys):
     assert per_kind[UNSAFE] <= 0.01 * len(skills)
     assert of_kind(verdicts["shawnpana/spotify-cli"], PRIVATE)
     assert not of_kind(verdicts["0xterrybit/openocean"], NON_ACTIONABLE)
+    # Persona SKILL.md files whose references/*.md hold the PHP and the hardening code.
+    for key in ("veeramanikandanr48/wordpress-pro", "veeramanikandanr48/secure-code-guardian"):
+        assert not of_kind(verdicts[key], NON_ACTIONABLE), key
+    assert of_kind(verdicts["jhillin8/quit-smoking"], NON_ACTIONABLE)
 
 
 # --------------------------------------------------------------------------------------------

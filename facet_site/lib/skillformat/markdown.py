@@ -273,6 +273,12 @@ def _structure(body: str) -> _Structure:
     return s
 
 
+def code_blocks(markdown: str) -> list[dict]:
+    """The fenced code blocks of a Markdown document as SKILL.md's are recorded (`ParsedSkill.code_blocks`:
+    lang, code, line, truncated), for supporting documents that are read the same way."""
+    return _structure(markdown or "").code_blocks
+
+
 def _table_rows(content: str) -> list[str]:
     rows = []
     lines = [ln.strip() for ln in content.split("\n") if ln.strip().startswith("|")]
