@@ -10,7 +10,10 @@ account or login. The rules keep false positives low, simply and explainably:
   X", "API key (required)") count too; a credential said to be optional, or any credential of a
   skill with a no-key path ("free mode", "no API key required"), is recorded but not private.
   `requirements(skill)` returns them all, with where each is stated.
-* Loopback URLs (localhost, 127.x) are private only when the skill does not start a server itself.
+* Secret-named settings given a placeholder in a config block or .env file (`"CLIENT_SECRET": "your-..."`)
+  count as used variables.
+* Loopback URLs (localhost, 127.x) are private only when the skill does not start a server itself;
+  one on a login redirect/callback line is reported as a sign-in (OAuth), not as a private host.
 * Account dependence needs dependence wording (requires, need, must, ... required) or a
   Requirements/Prerequisites section, and no negation ("no account needed").
 """
@@ -44,6 +47,12 @@ _ENV_REFS = (
     ("environ", re.compile(r"environ(?:\.get)?[\[(]\s*[\"']([A-Z][A-Z0-9_]+)")),
     ("getenv", re.compile(r"getenv\(\s*[\"']([A-Z][A-Z0-9_]+)")),
 )
+# A secret-named setting given a placeholder in a config block or .env file: `"CLIENT_SECRET": "your-client-secret"`,
+# `API_TOKEN=<token>`, `SERVICE_KEY: xxx`. The value must read as a stand-in, so a documented default does not count.
+_CONFIG_SECRET = re.compile(
+    r"[\"']?\b([A-Z][A-Z0-9_]{2,})[\"']?\s*[:=]\s*[\"']?(?:your[-_ ]|<|\{\{|\.\.\.|x{3,}|sk-\.\.\.|changeme|replace[-_ ]?me|\*{3,})",
+    re.I,
+)
 # Placeholders for a key in commands; literal-led pieces (matched on lowercased text where
 # case does not matter) keep the scan fast.
 _PLACEHOLDERS = (
@@ -68,6 +77,9 @@ _STARTS_SERVER = re.compile(
     r"|\bLocalCluster\(|\bdashboard_address\b|\bdiagnostics_port\b|\bray\.init\(|\.launch\(|\bapp\.run\(",
     re.I,
 )
+# A loopback URL on a line about an OAuth redirect or callback ("Redirect URI: http://localhost:3000/callback"):
+# a sign-in, reported as such rather than as a private host.
+_OAUTH_REDIRECT = re.compile(r"redirect|callback|oauth", re.I)
 # Account wording is found from the noun backwards: a regex that starts at every "need"/"requires"
 # and looks ahead over a few words is several times slower on long bodies.
 _ACCOUNT_WORDS = tuple(
@@ -150,6 +162,12 @@ def _secret_requirements(skill: ParsedSkill, docs: list[SkillDoc]) -> skill_requ
                     reported.add(name)
                     found.append(Requirement(name, f"requires secret {name}", clip(m.group(0)),
                                              body_doc.path, body_doc.line_no(m.start()), "code"))
+        for m in _CONFIG_SECRET.finditer(body) if ("=" in body or ":" in body) else ():
+            name = m.group(1)
+            if name.isupper() and name not in reported and _is_secret_name(name):
+                reported.add(name)
+                found.append(Requirement(name, f"requires secret {name}", clip(line_of(body_doc, m.start())),
+                                         body_doc.path, body_doc.line_no(m.start()), "code"))
         prose = skill_requirements.prose_requirements(body, path=body_doc.path, first_line=body_doc.first_line)
         # "Create an API key and save it as `LINEAR_API_KEY`": one requirement, the named one
         named_lines = {r.line for r in prose if r.name != "API key" and _is_secret_name(r.name, declared=True)}
@@ -200,6 +218,12 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
         for m in _PRIVATE_HOST.finditer(doc.text):
             host = m.group("host")
             if _LOOPBACK.match(host):
+                if _OAUTH_REDIRECT.search(line_of(doc, m.start())):
+                    # Not a host to reach (the tool listens there itself) but where a sign-in returns to:
+                    # the skill needs the user's own login and an app registered with the provider.
+                    out.append(Finding(PRIVATE, "signs in through a login redirect to a local port (OAuth)",
+                                       clip(line_of(doc, m.start())), doc.line_no(m.start()), doc.path))
+                    continue
                 if starts_server is None:
                     starts_server = bool(_STARTS_SERVER.search(body)) or any(
                         _STARTS_SERVER.search(b.get("code", "")) for b in skill.code_blocks

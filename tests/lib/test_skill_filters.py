@@ -263,6 +263,41 @@ def test_private_hosts(tmp_path, url):
     assert hit.reason == "uses a private network host" and hit.line == 8 and url.split("/")[2] in hit.evidence
 
 
+@pytest.mark.parametrize(
+    "block, name",
+    [
+        ('```json\n{"mcpServers": {"m365": {"env": {"TENANT_ID": "your-tenant-id", "CLIENT_SECRET": "your-client-secret"}}}}\n```', "CLIENT_SECRET"),
+        ("```yaml\nweather:\n  SERVICE_TOKEN: xxxxxxxx\n  units: metric\n```", "SERVICE_TOKEN"),
+        ("Put this in `.env`:\n\n```\nMAIL_PASSWORD=<your mail password>\n```", "MAIL_PASSWORD"),
+        ("```\nOPENAI_API_KEY=sk-...\n```", "OPENAI_API_KEY"),
+    ],
+)
+def test_a_secret_set_to_a_placeholder_in_a_config_block_is_required(tmp_path, block, name):
+    skill = skill_from(tmp_path, bash("ls") + "\nConfigure it:\n\n" + block + "\n")
+    assert reasons(evaluate(skill), PRIVATE) == {f"requires secret {name}"}
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        '```json\n{"CACHE_KEY": "weather:v1", "MAX_TOKENS": 1000, "LOG_LEVEL": "info"}\n```',  # settings, not secrets
+        "```yaml\nSERVICE_TOKEN: your-token   # optional, for higher rate limits\n```",  # a placeholder said optional
+        '```\napi_token = "your-token"  # lower case: a field of some file format, not an environment setting\n```',
+    ],
+)
+def test_config_values_that_are_not_required_secrets(tmp_path, block):
+    skill = skill_from(tmp_path, bash("ls") + "\n" + block + "\n")
+    assert of_kind(evaluate(skill), PRIVATE) == []
+
+
+def test_a_local_oauth_redirect_is_a_sign_in_not_a_private_host(tmp_path):
+    body = bash("example-cli auth login") + "\n1. Register an app.\n2. Add redirect URI: `http://127.0.0.1:8765/callback`\n"
+    skill = skill_from(tmp_path, body)
+    [hit] = of_kind(evaluate(skill), PRIVATE)
+    assert hit.reason == "signs in through a login redirect to a local port (OAuth)"
+    assert "127.0.0.1:8765/callback" in hit.evidence and hit.line == 12
+
+
 @pytest.mark.parametrize("url", ["https://172.32.0.1/", "https://api.example.com/local", "https://10.example.com", "https://localhost.example.com"])
 def test_public_hosts_are_not_private(tmp_path, url):
     skill = skill_from(tmp_path, bash(f"curl {url}"))
