@@ -13,13 +13,16 @@ How a rule decides (all conditions are fields of the rule in the data file):
   the patterns run on, which keeps the 693-skill sample corpus to about 6 seconds.
 * `near` + `near_lines`: one of these must also match within that many lines of the match (a
   credential read only counts with a network send close by).
-* `unless`: the rule stays quiet when the match's line(s) match one of these.
+* `unless`: the rule stays quiet when the match's line(s) match one of these; `unless_near`: nor
+  when one of these is within `near_lines` (a key path read for `key_filename=` a few lines on).
 * `url_levels`: the pattern's `url` group is classified as `local`, `raw_ip`, `plain_http`,
   `allowlisted` (https from a vendor host in `[allowlist]`), `throwaway` (a host in `[hosts]`:
   shorteners, tunnels, paste and file drops) or `unlisted`; the rule fires only for
   the classes it names, at the level it gives each. So `curl https://get.docker.com | sh` stays
   clean, the same command from a raw IP or over plain http is unsafe, from another host suspicious.
 * `outside_fences`: hidden-text rules (HTML comments) ignore what a fenced block shows openly.
+* `scripts_only`: the rule runs on program files only (a script extension or a #! line), where a
+  whole-file `near` window means one program does both things, not two examples of a document.
 
 Encoded payloads (`skill_safety_decode`): base64 runs, `\\xNN` and hex strings, %-encoded runs
 and Unicode tag characters are decoded (nested up to `MAX_DECODE_DEPTH`) and the decoded text is
@@ -381,7 +384,7 @@ def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
             example_reason=reason,
         ))
 
-    for rule, level, start, end in _matches(rs, doc.norm, doc.low, doc.norm_starts, doc.ascii):
+    for rule, level, start, end in _matches(rs, doc.norm, doc.low, doc.norm_starts, doc.ascii, doc.is_script):
         idx = doc.line_of(start)
         decoded = ""
         chain: tuple[str, ...] = ()
@@ -397,17 +400,19 @@ def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
     for layer in layers:
         idx = doc.line_of(layer.start)
         low = layer.text.lower()
-        for rule, level, _start, _end in _matches(rs, layer.text, low, _line_starts(layer.text), layer.text.isascii()):
+        for rule, level, _start, _end in _matches(rs, layer.text, low, _line_starts(layer.text), layer.text.isascii(),
+                                                  doc.is_script):
             add(rule, level, idx, doc.norm[layer.start:layer.end], layer.chain, layer.text, layer.start, layer.end)
     out.sort(key=lambda f: (f.line, f.rule_id))
     return out
 
 
-def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bool):
-    """(rule, level, start, end) for every rule match in `text` whose conditions hold."""
+def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bool, is_script: bool):
+    """(rule, level, start, end) for every rule match in `text` whose conditions hold; `is_script`
+    says whether `text` is (decoded from) a program file, where `scripts_only` rules run."""
     needle_lines: dict[str, list[int]] = {}  # needles shared by rules are looked for once
     for rule in rs.rules:
-        if rule.non_ascii and ascii_only:
+        if (rule.non_ascii and ascii_only) or (rule.scripts_only and not is_script):
             continue
         spans = _needle_spans(rule, text, low, starts, needle_lines)
         # Matches on one line share their windows: without this, a long one-line file with many
@@ -431,7 +436,7 @@ def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bo
                 if rule.near:
                     if (first, last) not in near_at:
                         window = _span(text, starts, first - rule.near_lines, last + rule.near_lines)
-                        near_at[first, last] = _any_search(rule.near, window)
+                        near_at[first, last] = _any_search(rule.near, window) and not _any_search(rule.unless_near, window)
                     if not near_at[first, last]:
                         continue
                 yield rule, level, m.start(), m.end()

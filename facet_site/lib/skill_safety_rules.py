@@ -44,12 +44,14 @@ class Rule:
     near: tuple[re.Pattern, ...] = ()
     near_lines: int = 0
     unless: tuple[re.Pattern, ...] = ()
+    unless_near: tuple[re.Pattern, ...] = ()  # ... nor when one of these is within `near_lines` of the match
     url_levels: Mapping[str, str] = field(default_factory=dict)  # url class -> level; only these fire
     exemptible: bool = True
     kind: str = "command"  # "text" rules (injection phrases) may be quoted in any labelled fence
     outside_fences: bool = False  # only matches outside fenced blocks count (hidden-text rules)
     multiline: bool = False  # patterns span lines: run on the whole text, not only on needle lines
     non_ascii: bool = False  # looks for non-ASCII characters only: ASCII-only texts are skipped
+    scripts_only: bool = False  # runs on program files only (by extension or #! line), not on documents
     bad: tuple[dict, ...] = ()  # {"path", "text", "level"}: must fire this rule (at that level, if given)
     good: tuple[dict, ...] = ()  # must not fire this rule
 
@@ -203,10 +205,12 @@ def _parse_rules(data: dict) -> RuleSet:
             id=rid, level=level, description=raw.get("description", "").strip(), patterns=patterns,
             needles=tuple(n.lower() for n in raw.get("needles", ())),
             near=_compile(raw.get("near", ()), flags, rid), near_lines=int(raw.get("near_lines", 0)),
-            unless=_compile(raw.get("unless", ()), flags, rid), url_levels=url_levels,
+            unless=_compile(raw.get("unless", ()), flags, rid), unless_near=_compile(raw.get("unless_near", ()), flags, rid),
+            url_levels=url_levels,
             exemptible=bool(raw.get("exemptible", True)), kind=raw.get("kind", "command"),
             outside_fences=bool(raw.get("outside_fences", False)), multiline=bool(raw.get("multiline", False)),
-            non_ascii=bool(raw.get("non_ascii", False)), bad=bad, good=good,
+            non_ascii=bool(raw.get("non_ascii", False)), scripts_only=bool(raw.get("scripts_only", False)),
+            bad=bad, good=good,
         ))
     allow = []
     for entry in data.get("allowlist", {}).get("installers", ()):
