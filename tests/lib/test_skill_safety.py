@@ -487,6 +487,9 @@ def test_the_sample_corpus_scans_quickly_and_rejects_only_the_known_droppers():
                 "hightower6eu/poly", "hightower6eu/update", "jordanprater/youtube-summarize",
                 "jordanprater/youtube-video-downloader"}
     assert unsafe == droppers
+    # Two of them give the archive's password on a list step of its own ("EXTRACT with password: `poly`").
+    for key in ("gpaitai/polymarket-bot", "zaycv/linkedin-job-application"):
+        assert "dropper.password-archive" in reports[key].rule_ids, key
     # A published "security awareness" skill whose rules file has the agent read the hostname and
     # POST to the author's server with the output thrown away: the user is not told until after.
     beacon = reports["gvillanueva84/wed-1-0-1"]
