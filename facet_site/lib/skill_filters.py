@@ -168,6 +168,9 @@ _COMMON_CLIS = frozenset({
 _MARKDOWN_EXTS = frozenset({"md", "markdown", "mdx"})
 _PACKAGE_PAPERS = frozenset({"readme", "changelog", "changes", "history", "license", "licence", "contributing",
                              "code_of_conduct", "security", "authors", "notice"})
+# A block that opens with an HTTP request line ("POST https://api.example.com/v1/chat") is a call as
+# runnable as curl's, written the way API references (and ```http blocks) write it.
+_HTTP_REQUEST_LINE = re.compile(r"(?:GET|POST|PUT|PATCH|DELETE|HEAD)\s+(?:https?://|/)\S")
 REFERENCE_BLOCKS = 2  # runnable blocks in reference documents that make a skill without others actionable
 _INLINE_CODE = re.compile(r"`([a-z][\w.+-]*)\s+[^`\n]{1,200}`")
 
@@ -262,7 +265,7 @@ def _runnable(block: dict, known: set[str]) -> bool:
         for raw in block.get("code", "").split("\n"):
             line = raw.strip()
             if line:
-                return line.startswith("$ ") or line.split(maxsplit=1)[0] in known
+                return line.startswith("$ ") or line.split(maxsplit=1)[0] in known or bool(_HTTP_REQUEST_LINE.match(line))
     return False
 
 

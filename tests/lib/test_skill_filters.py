@@ -371,6 +371,7 @@ def test_persona_text_is_non_actionable(tmp_path):
         ("```python\nprint('hi')\n```\n", None, FRONT),
         ("```\n$ git status\n```\n", None, FRONT),
         ("```\nnpx create-app my-app\n```\n", None, FRONT),
+        ("```\nPOST https://api.example.com/v1/chat\nContent-Type: application/json\n\n{\"message\": \"hi\"}\n```\n", None, FRONT),
         ("1. Install it with `pip install httpie`\n", None, FRONT),
         ("Use the helper.\n", {"scripts/helper.py": "print(1)\n"}, FRONT),
         ("Use the tool.\n", None, "---\nname: x\ndescription: d\nmetadata: {\"openclaw\": {\"requires\": {\"bins\": [\"ffmpeg\"]}}}\n---\n"),
