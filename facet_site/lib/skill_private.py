@@ -169,6 +169,9 @@ def _secret_requirements(skill: ParsedSkill, docs: list[SkillDoc]) -> skill_requ
                 found.append(Requirement(name, f"requires secret {name}", clip(line_of(body_doc, m.start())),
                                          body_doc.path, body_doc.line_no(m.start()), "code"))
         prose = skill_requirements.prose_requirements(body, path=body_doc.path, first_line=body_doc.first_line)
+        # the frontmatter's own words too ("compatibility: Requires ... THIRDWEB_SECRET_KEY"), after the body's
+        if fm_doc.text:
+            prose += skill_requirements.prose_requirements(fm_doc.text, path=fm_doc.path, first_line=fm_doc.first_line)
         # "Create an API key and save it as `LINEAR_API_KEY`": one requirement, the named one
         named_lines = {r.line for r in prose if r.name != "API key" and _is_secret_name(r.name, declared=True)}
         for req in prose:

@@ -4,7 +4,9 @@
 variables and key placeholders in the body) and hands them here as `Requirement`s; this module adds
 the requirements stated only in prose and decides which are really required:
 
-* Prose: "Needs env: OPENAI_API_KEY", "Required environment variables: A_TOKEN, B_SECRET",
+* Prose, in the body and in the frontmatter's text fields (description, compatibility): "Needs env:
+  OPENAI_API_KEY", "Required environment variables: A_TOKEN, B_SECRET", "Requires a thirdweb API key
+  (THIRDWEB_SECRET_KEY environment variable)",
   "API key (required)", "requires an API key", "you'll need a personal access token",
   "an API key is required", "create an API key", "you must set `NOTION_TOKEN`", "save it as
   `LINEAR_API_KEY`". A negation on the line ("no API key required") is not a requirement.
@@ -77,6 +79,13 @@ _PROSE_SET = re.compile(
     r"(?i:first\s+)?(?i:set|export|provide|configure|define|add)\s+(?i:the\s+|your\s+|an?\s+)?`?\$?([A-Z][A-Z0-9_]{2,})`?"
     r"|\b(?i:save|store|put|set|export|add)\s+(?i:it|this|the\s+(?:key|token|secret))\s+(?i:as|in|to|into)\s+"
     r"(?i:the\s+|your\s+|an?\s+)?(?i:env(?:ironment)?\s+var(?:iable)?\s+)?`?\$?([A-Z][A-Z0-9_]{2,})`?"
+)
+# A requirement word and a variable name in one clause: "Requires network access and a thirdweb API key
+# (THIRDWEB_SECRET_KEY environment variable)", as the Agent Skills `compatibility` field says it. The
+# name must end as a credential's does (_KEY, _TOKEN, _SECRET, _PASSWORD): "Requires Python 3.10 and
+# FFMPEG" names none, and YOUR_API_KEY is a placeholder, not a variable.
+_PROSE_NEEDS_NAME = re.compile(
+    r"\b(?i:requires?|needs?|you(?:'ll|\s+will)?\s+need)\b[^.;\n]{0,100}?`?\$?\b(?!YOUR_|MY_)([A-Z][A-Z0-9_]*_(?:API_?KEY|KEY|TOKEN|SECRET(?:_KEY)?|PASSWORD))\b"
 )
 # The same statements in the other languages public skills are often written in (Chinese, Japanese,
 # Spanish, Portuguese, French, German): a requirement word and a key noun, or a variable name, close
@@ -179,6 +188,9 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
             name = m.group(1) or m.group(2)
             if not _NEGATED.search(line[max(0, m.start() - 30):m.start()]):
                 out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose"))
+        for m in _PROSE_NEEDS_NAME.finditer(line):
+            if not _NEGATED.search(line[max(0, m.start() - 30):m.end()]):
+                out.append(Requirement(m.group(1), f"requires secret {m.group(1)}", _clip(line), path, first_line + i, "prose"))
         if "env" in line.lower():
             for m in _PROSE_ENV.finditer(line):
                 for name in _NAME.findall(m.group(1)):

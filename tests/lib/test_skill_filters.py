@@ -290,6 +290,28 @@ def test_config_values_that_are_not_required_secrets(tmp_path, block):
     assert of_kind(evaluate(skill), PRIVATE) == []
 
 
+def test_a_requirement_named_in_the_frontmatter_prose_is_found_on_its_line(tmp_path):
+    # The Agent Skills `compatibility` field says what the environment needs, in words.
+    front = ("---\nname: pay\ndescription: Micropayments for agents.\ncompatibility: Requires network access and a "
+             "thirdweb API key (THIRDWEB_SECRET_KEY environment variable)\n---\n")
+    skill = skill_from(tmp_path, bash("node scripts/pay.js"), front=front)
+    [hit] = of_kind(evaluate(skill), PRIVATE)
+    assert (hit.reason, hit.line) == ("requires secret THIRDWEB_SECRET_KEY", 4)
+
+
+@pytest.mark.parametrize("text, private", [
+    ("Node.js 18+. Needs OPENAI_API_KEY environment variable.", {"requires secret OPENAI_API_KEY"}),
+    ("This skill requires the `PARCEL_API_KEY` environment variable.", {"requires secret PARCEL_API_KEY"}),
+    ("Requires Python 3.10 and FFMPEG on the PATH.", set()),
+    ("This tool does not need GITHUB_TOKEN for public repositories.", set()),
+    # a placeholder in a header is no variable of the skill's: the unnamed key is what is required
+    ("Every call needs `Authorization: Bearer YOUR_API_KEY`.", {"requires an API key or token"}),
+])
+def test_a_requirement_word_and_a_credential_name_in_one_sentence(tmp_path, text, private):
+    skill = skill_from(tmp_path, bash("npx example-tool") + "\n" + text + "\n")
+    assert reasons(evaluate(skill), PRIVATE) == private
+
+
 def test_a_local_oauth_redirect_is_a_sign_in_not_a_private_host(tmp_path):
     body = bash("example-cli auth login") + "\n1. Register an app.\n2. Add redirect URI: `http://127.0.0.1:8765/callback`\n"
     skill = skill_from(tmp_path, body)
