@@ -1,6 +1,7 @@
 """Whether anyone runs the queued jobs: `facet serve` runs the site and a worker together and stops
 both on Ctrl-C; the worker's heartbeat shows on the pages; a page says plainly when jobs wait and no
 worker has been seen, instead of leaving them "Queued" forever."""
+import contextlib
 import os
 import signal
 import socket
@@ -82,8 +83,11 @@ def test_facet_serve_runs_the_site_and_a_worker_and_ctrl_c_stops_both(tmp_path):
     data_dir = Path(settings.BROKER_DIR).parent
     out = tmp_path / "serve.out"
     with open(out, "w") as fh:
+        # Started as a script's background job starts it (`facet serve &` in a non-interactive shell, or
+        # under a runner launched so): SIGINT ignored. Ctrl-C must still stop it, as it says.
         serve = subprocess.Popen([sys.executable, "-m", "facet_site.cli", "serve", f"127.0.0.1:{port}"],
-                                 cwd=REPO, env=worker_env(data_dir), stdout=fh, stderr=subprocess.STDOUT)
+                                 cwd=REPO, env=worker_env(data_dir), stdout=fh, stderr=subprocess.STDOUT,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not WorkerHeartbeat.objects.filter(beat=True).exists():
@@ -100,7 +104,15 @@ def test_facet_serve_runs_the_site_and_a_worker_and_ctrl_c_stops_both(tmp_path):
         worker_pid = int(printed.split("(pid ", 1)[1].split(",", 1)[0])
     finally:
         serve.send_signal(signal.SIGINT)  # what Ctrl-C in the terminal sends
-        serve.wait(timeout=60)
+        try:
+            serve.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            serve.kill()  # and the worker, in a session of its own, so that nothing outlives the test
+            printed = out.read_text()
+            if "(pid " in printed:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(int(printed.split("(pid ", 1)[1].split(",", 1)[0]), signal.SIGKILL)
+            pytest.fail(f"facet serve did not stop within 60 s of SIGINT; it printed:\n{printed}")
     printed = out.read_text()
     assert "Stopping the worker ...\nStopped." in printed, printed
     with pytest.raises(ProcessLookupError):

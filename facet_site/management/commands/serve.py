@@ -61,7 +61,11 @@ class Command(BaseCommand):
                        f"with a worker on {queues} and beat (pid {worker.pid}, log {worker.log_path})")
         self.stdout.write(self.style.SUCCESS(f"Serving facet at http://{host}:{port_n}/") + f" {with_worker}. "
                           + ("Ctrl-C stops it." if worker is None else "Ctrl-C stops both."))
+        self.stdout.flush()  # at once, also when the output goes to a file
         previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the worker too, as Ctrl-C does
+        # A shell starting us as a background job of a script (`facet serve &`) leaves SIGINT ignored, and
+        # Python then keeps it so: Ctrl-C (or a supervisor's SIGINT) would do nothing. It stops us, as said.
+        previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             # runserver's own banner repeats the address and warns about the development server; the
             # line above says what matters. Requests still log to stderr.
@@ -70,8 +74,10 @@ class Command(BaseCommand):
             pass
         finally:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
             if worker is not None:
                 self.stdout.write("Stopping the worker ...")
+                self.stdout.flush()
                 worker.stop()
                 self.stdout.write("Stopped.")
 
