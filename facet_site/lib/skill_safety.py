@@ -44,7 +44,9 @@ second:
   lines just above it or its heading call it something not to run (malicious, attack, never run,
   a red cross mark ...): a dropper would have to call itself malicious to its own reader;
 * never under a setup heading (prerequisites, install, setup, quick start, usage), never in a
-  script outside a test folder, never in plain prose, and never for hidden text
+  script outside a test folder (but for a phrase rule's match quoted as an option's argument in a
+  labelled usage example: `detect.js --text "Ignore all previous instructions"`), never in plain
+  prose, and never for hidden text
   (`exemptible = false`: Unicode tags, HTML comments).
 So "this is a detection example" written above a ```bash block or a bare command does nothing.
 Phrase rules (`kind = "text"`: prompt-injection wording, zero-width characters) accept a quoted,
@@ -502,7 +504,16 @@ def _example_reason(rs: RuleSet, doc: _Doc, rule: Rule, idx: int, start: int | N
     line = doc.line_text(idx)
     a, b = (start - doc.starts[idx], end - doc.starts[idx]) if start is not None else (-1, -1)
     if doc.is_script:
-        return "quoted string in a test file" if doc.in_test_dir and a >= 0 and _quoted(line, a, b) else ""
+        if doc.in_test_dir and a >= 0 and _quoted(line, a, b):
+            return "quoted string in a test file"
+        # A detector's usage text shows the phrase as what it is given: `node detect.js --text "Ignore all
+        # previous instructions"` in a comment or help string, labelled as an example or a detection. A
+        # string the program prints or sends has no option before it, so it is still counted.
+        if rule.kind == "text" and a >= 0 and _quoted(line, a, b) and _OPTION_BEFORE_QUOTE.search(line[:a]):
+            before = [doc.line_text(i) for i in range(max(idx - 3, 0), idx)]
+            label = _label(rs.example_labels, [line, *before])
+            return f"quoted argument of an example command labelled {label!r}" if label else ""
+        return ""
     if doc.is_data:
         return "data file in a test folder" if doc.in_test_dir else ""
     if not doc.is_markdown:
@@ -549,6 +560,10 @@ def _label(words: re.Pattern, texts: Iterable[str]) -> str:
         if m:
             return m.group(0)
     return ""
+
+
+# an option right before the opening quote of the match: `--text "`, `-t '`, `--prompt=\"`
+_OPTION_BEFORE_QUOTE = re.compile(r"\s--?[A-Za-z][\w-]*(?:\s+|=)\\?[\"'][^\"'\n]{0,20}$")
 
 
 def _quoted(line: str, a: int, b: int) -> bool:
