@@ -15,7 +15,8 @@ account or login. The rules keep false positives low, simply and explainably:
 * Loopback URLs (localhost, 127.x) are private only when the skill does not start a server itself;
   one on a login redirect/callback line is reported as a sign-in (OAuth), not as a private host.
 * Account dependence needs dependence wording (requires, need, must, ... required) or a
-  Requirements/Prerequisites section, and no negation ("no account needed").
+  Requirements/Prerequisites section, and no negation ("no account needed"); a `<tool> login`
+  command in a code block, or a declared variable naming an account (X_TENANT_ID, X_EMAIL), is one too.
 """
 from __future__ import annotations
 
@@ -96,6 +97,12 @@ _ACCOUNT_WORDS = tuple(
     )
 )
 _LOGIN_NOUNS = ("account", "subscription", "log", "sign")
+# `rbw login`, `$ gkeep login you@example.com`, `gh auth login`, `sudo tailscale login`; not a comment
+_LOGIN_COMMAND = re.compile(r"^\s*(?:\$\s+)?(?:sudo\s+)?[A-Za-z][\w.-]*\s+(?:auth\s+)?login\b(?![^\n]*--help)")
+_FENCE_LINE = re.compile(r"^\s{0,3}(?:```|~~~)")
+# A declared variable that names whose account the skill works in (M365_TENANT_ID, TESLA_EMAIL): a
+# task cannot have that account, though the variable is no secret.
+_ACCOUNT_ID_NAME = re.compile(r"(?:^|_)(?:TENANT|ACCOUNT|ORG|ORGANIZATION|WORKSPACE|CLIENT)_?ID$|(?:^|_)(?:USERNAME|EMAIL|LOGIN)$")
 _PAID_BEFORE = re.compile(r"\b(?:paid|premium|pro|plus|business|enterprise)\s+$")
 _REQUIRE_BEFORE = re.compile(
     r"\b(?:requires?|need(?:s|ed)?|must\s+have|you'?ll\s+need|must(?:\s+be)?|(?:need|have)\s+to(?:\s+be)?|requires?\s+you\s+to(?:\s+be)?"
@@ -236,6 +243,34 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
             out.append(Finding(PRIVATE, "uses a private network host", clip(m.group(0)), doc.line_no(m.start()), doc.path))
     for doc in docs:
         _accounts(doc, out)
+    _login_commands(docs[1], out)
+    names = list(skill.required_env) + [v.get("name", "") for v in skill.env_vars if isinstance(v, dict)]
+    for name in dict.fromkeys(n for n in names if n and _ACCOUNT_ID_NAME.search(n)):
+        pos = docs[0].text.find(name)
+        out.append(Finding(PRIVATE, "requires an account or login", name, docs[0].line_no(pos) if pos >= 0 else 0,
+                           docs[0].path))
+
+
+def _login_commands(doc: SkillDoc, out: list[Finding]) -> None:
+    """A `<tool> login` or `<tool> auth login` command in a code block (`rbw login`, `gkeep login you@…`,
+    `gh auth login`): the skill runs as someone signed in, unless the block's lead-in or the line says
+    it is optional."""
+    if "login" not in doc.low:
+        return
+    in_fence, lead_in, last_prose = False, "", ""
+    pos = 0
+    for line in doc.text.split("\n"):
+        if _FENCE_LINE.match(line):
+            in_fence = not in_fence
+            lead_in = last_prose if in_fence else ""
+        elif in_fence:
+            m = _LOGIN_COMMAND.match(line)
+            if m and not skill_requirements.OPTIONAL.search(line) and not skill_requirements.OPTIONAL.search(lead_in):
+                out.append(Finding(PRIVATE, "requires an account or login", clip(line.strip()), doc.line_no(pos), doc.path))
+                return
+        elif line.strip():
+            last_prose = line
+        pos += len(line) + 1
 
 
 def _accounts(doc: SkillDoc, out: list[Finding]) -> None:

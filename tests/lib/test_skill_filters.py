@@ -312,8 +312,35 @@ def test_a_requirement_word_and_a_credential_name_in_one_sentence(tmp_path, text
     assert reasons(evaluate(skill), PRIVATE) == private
 
 
+@pytest.mark.parametrize("body, line", [
+    (bash("rbw login\nrbw get github"), 8),
+    ("Sign in once:\n\n```\n$ gkeep login you@example.com\n```\n", 8),
+    (bash("gh auth login\ngh repo list"), 8),
+])
+def test_a_login_command_in_a_code_block_needs_an_account(tmp_path, body, line):
+    [hit] = of_kind(evaluate(skill_from(tmp_path, body)), PRIVATE)
+    assert (hit.reason, hit.line) == ("requires an account or login", line)
+
+
+@pytest.mark.parametrize("body", [
+    "Optional, for your private lists:\n\n```bash\ngkeep login\n```\n",
+    bash("# then: mytool login\nmytool search cats"),
+    bash("mytool login --help"),
+    bash("gkeep login   # optional: only to see private notes"),
+])
+def test_an_optional_or_documented_login_is_not_a_dependence(tmp_path, body):
+    assert of_kind(evaluate(skill_from(tmp_path, body)), PRIVATE) == []
+
+
+def test_a_declared_variable_naming_an_account_needs_that_account(tmp_path):
+    front = ("---\nname: car\ndescription: Car status.\nmetadata: {\"openclaw\": {\"requires\": "
+             "{\"env\": [\"TESLA_EMAIL\", \"OUTPUT_DIR\"]}}}\n---\n")
+    [hit] = of_kind(evaluate(skill_from(tmp_path, bash("tesla status"), front=front)), PRIVATE)
+    assert (hit.reason, hit.evidence, hit.line) == ("requires an account or login", "TESLA_EMAIL", 4)
+
+
 def test_a_local_oauth_redirect_is_a_sign_in_not_a_private_host(tmp_path):
-    body = bash("example-cli auth login") + "\n1. Register an app.\n2. Add redirect URI: `http://127.0.0.1:8765/callback`\n"
+    body = bash("example-cli tasks list") + "\n1. Register an app.\n2. Add redirect URI: `http://127.0.0.1:8765/callback`\n"
     skill = skill_from(tmp_path, body)
     [hit] = of_kind(evaluate(skill), PRIVATE)
     assert hit.reason == "signs in through a login redirect to a local port (OAuth)"
