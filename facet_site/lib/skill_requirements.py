@@ -164,7 +164,8 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
     are secrets, keeps the named one."""
     out: list[Requirement] = []
     required_column = -1  # index of the Required column of the table being read, or -1
-    for i, line in enumerate(_lines(body)):
+    lines = _lines(body)
+    for i, line in enumerate(lines):
         if row := _TABLE_ROW.match(line):
             cells = row.group(1).split("|")
             if _TABLE_RULE.match(line):
@@ -202,7 +203,7 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
                                    first_line + i, "prose"))
             break
         if not line.isascii() or _INTL_HINT.search(line):
-            out.extend(_intl_requirements(line, path, first_line + i))
+            out.extend(_intl_requirements(line, path, first_line + i, after="\n".join(lines[i + 1:i + 6])))
     return out
 
 
@@ -212,13 +213,20 @@ _INTL_HINT = re.compile(r"necesit|requiere|obligat|debes|precisa|nécessite|deve
                         r"|clave|chave|clé|Schlüssel|obt[eé]n|obtenez|créez|obtenha|crie|erstell|besorg", re.I)
 
 
-def _intl_requirements(line: str, path: str, line_no: int) -> list[Requirement]:
+# "生成密钥" (generate a key) followed by `ssh-key-setup.sh gen`: a key the skill makes itself, not one to be given
+_LOCAL_KEY = re.compile(r"\bssh\b|ssh-key|keygen|\bgpg\b|\bpgp\b", re.I)
+
+
+def _intl_requirements(line: str, path: str, line_no: int, *, after: str = "") -> list[Requirement]:
+    """`after`: the lines that follow, where a key made locally (an SSH or GPG key) shows itself."""
     out = []
     for m in _PROSE_SET_INTL.finditer(line):
         if not _NEGATED_INTL.search(line[max(0, m.start() - 12):m.end()]) and not _QUESTION.match(line, m.end()):
             name = m.group(1) or m.group(2)
             out.append(Requirement(name, f"requires secret {name}", _clip(line), path, line_no, "prose"))
     for m in _PROSE_KEY_INTL.finditer(line):
+        if _LOCAL_KEY.search(line) or _LOCAL_KEY.search(after):
+            break
         if not _NEGATED_INTL.search(line[max(0, m.start() - 12):m.end()]) and not _QUESTION.match(line, m.end()):
             out.append(Requirement("API key", "requires an API key (stated in prose)", _clip(m.group(0)), path,
                                    line_no, "prose"))

@@ -571,7 +571,9 @@ def test_requirements_stated_only_in_prose_are_private(tmp_path, text, reason, l
      "无需 API Key，直接运行即可。", "**Q: 需要API Key吗？**\nA: 不需要，免费接口无需Key。",
      "API Key（可选）：设置后可提高速率限制。", "如果有 `GITHUB_TOKEN` 需要设置，可以提高限额。",
      "需要 JSON 文件作为输入。", "APIキーは不要です。", "Funktioniert ohne API-Schlüssel.",
-     "Opcional: define `WEATHER_API_KEY` para más peticiones."],
+     "Opcional: define `WEATHER_API_KEY` para más peticiones.",
+     # an SSH key the skill generates itself (a published SSH operations skill's first step)
+     "### 1. 生成密钥（如果还没有）\n\n```bash\nbash scripts/ssh-key-setup.sh gen\n```"],
 )
 def test_prose_that_needs_no_key_is_not_private(tmp_path, text):
     skill = skill_from(tmp_path, bash("curl https://api.example.com/v1/items") + "\n" + text + "\n")
