@@ -99,7 +99,6 @@ _ACCOUNT_WORDS = tuple(
 _LOGIN_NOUNS = ("account", "subscription", "log", "sign")
 # `rbw login`, `$ gkeep login you@example.com`, `gh auth login`, `sudo tailscale login`; not a comment
 _LOGIN_COMMAND = re.compile(r"^\s*(?:\$\s+)?(?:sudo\s+)?[A-Za-z][\w.-]*\s+(?:auth\s+)?login\b(?![^\n]*--help)")
-_FENCE_LINE = re.compile(r"^\s{0,3}(?:```|~~~)")
 # A declared variable that names whose account the skill works in (M365_TENANT_ID, TESLA_EMAIL): a
 # task cannot have that account, though the variable is no secret.
 _ACCOUNT_ID_NAME = re.compile(r"(?:^|_)(?:TENANT|ACCOUNT|ORG|ORGANIZATION|WORKSPACE|CLIENT)_?ID$|(?:^|_)(?:USERNAME|EMAIL|LOGIN)$")
@@ -260,7 +259,7 @@ def _login_commands(doc: SkillDoc, out: list[Finding]) -> None:
     in_fence, lead_in, last_prose = False, "", ""
     pos = 0
     for line in doc.text.split("\n"):
-        if _FENCE_LINE.match(line):
+        if skill_requirements.FENCE_LINE.match(line):
             in_fence = not in_fence
             lead_in = last_prose if in_fence else ""
         elif in_fence:

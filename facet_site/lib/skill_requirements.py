@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-__all__ = ["Requirement", "Requirements", "judge", "prose_requirements", "OPTIONAL", "NO_KEY_PATH"]
+__all__ = ["Requirement", "Requirements", "judge", "prose_requirements", "OPTIONAL", "NO_KEY_PATH", "FENCE_LINE"]
 
 OPTIONAL = re.compile(
     r"\b(?:optional(?:ly)?|if\s+you\s+(?:have|want|prefer)|if\s+(?:available|set|provided|present|configured|needed)"
@@ -59,7 +59,7 @@ _KEY_NOUN = r"(?:api[ _-]?keys?|access[ _-]tokens?|auth(?:entication)?[ _-]token
 # an API key (for higher limits):") and no line naming a key says it is needed.
 _KEY_NOUN_ANY = re.compile(_KEY_NOUN + r"|\bapi\s?-?key\b", re.I)
 _NEEDED = re.compile(r"\b(?:required|requires?|mandatory|must|needs?|needed)\b", re.I)
-_FENCE_LINE = re.compile(r"^\s{0,3}(?:```|~~~)")
+FENCE_LINE = re.compile(r"^\s{0,3}(?:```|~~~)")
 _PROSE_ENV = re.compile(
     r"\b(?i:needs?|requires?|required)\s+(?i:env(?:ironment)?(?:\s+var(?:iable)?s?)?)\s*:\s*"
     r"((?:`?[A-Z][A-Z0-9_]{2,}`?(?:\s*,\s*|\s+and\s+|\s+)?)+)"
@@ -248,7 +248,7 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]]) -> Req
             lines.append((path, first + i, line))
             if not no_key[2] and (m := NO_KEY_PATH.search(line)):
                 no_key = (path, first + i, _clip(m.group(0)))
-            if _FENCE_LINE.match(line):
+            if FENCE_LINE.match(line):
                 in_fence = not in_fence
                 block_intro = last_prose if in_fence else ""
             elif in_fence:
