@@ -17,6 +17,11 @@ account or login. The rules keep false positives low, simply and explainably:
 * Account dependence needs dependence wording (requires, need, must, ... required) or a
   Requirements/Prerequisites section, and no negation ("no account needed"); a `<tool> login`
   command in a code block, or a declared variable naming an account (X_TENANT_ID, X_EMAIL), is one too.
+  The same in Chinese and Japanese: an account or login word with a requirement word ("需要登录",
+  "アカウントが必要"), a QR-code sign-in ("扫码登录"), or an account pairing step ("完成账号配对").
+* Paying per call: a skill that spends from the user's wallet (x402 or micropayments, "fund your
+  wallet", "paid via x402") needs money a task cannot have, unless a wallet is said to be optional
+  or a free mode exists.
 """
 from __future__ import annotations
 
@@ -102,6 +107,38 @@ _LOGIN_COMMAND = re.compile(r"^\s*(?:\$\s+)?(?:sudo\s+)?[A-Za-z][\w.-]*\s+(?:aut
 # A declared variable that names whose account the skill works in (M365_TENANT_ID, TESLA_EMAIL): a
 # task cannot have that account, though the variable is no secret.
 _ACCOUNT_ID_NAME = re.compile(r"(?:^|_)(?:TENANT|ACCOUNT|ORG|ORGANIZATION|WORKSPACE|CLIENT)_?ID$|(?:^|_)(?:USERNAME|EMAIL|LOGIN)$")
+# Chinese and Japanese account dependence: no word boundaries and no "a", so a requirement word and an
+# account noun close together, either way round, on one line; a negation there ("无需登录") or a
+# question ("需要登录吗？") is none.
+_CJK_ACCOUNT_NOUN = r"(?:账号|帐号|账户|帐户|帳號|帳戶|帳号|登录|登入|登陆|登錄|アカウント|ログイン|サインイン)"
+_CJK_ACCOUNT = re.compile(
+    rf"(?:需要|必须|必需|务必|要求|须先|必要|必須|请先|請先|先)[^\n。！!？?]{{0,12}}?{_CJK_ACCOUNT_NOUN}"
+    rf"|{_CJK_ACCOUNT_NOUN}[^\n。！!？?]{{0,8}}?(?:配对|配對|绑定|綁定|授权|授權|連携|连携|が必要|が必須|してください)"
+    r"|(?:扫码|掃碼|扫描二维码|QR\s?コードで)\s?(?:登录|登入|ログイン)"
+)
+_CJK_NEGATED = re.compile(r"不需要|不必|无需|無需|无须|不用|免登录|免登入|免注册|不要|なし|なしで|任意|可选|可選|オプション")
+_CJK_QUESTION = re.compile(r"^[^\n。！!]{0,12}?[吗嗎？?]")
+# Spending the user's money per call: x402 pay-per-call APIs and wallets to be funded. Pay-side wording
+# only: a skill that sells behind a paywall or receives payments spends nothing of the user's.
+_PAYS = re.compile(
+    r"\bpay(?:s|ing)?\s+(?:for|per|with|via|in|from)\b|\bpaid\s+(?:via|with|through|by|per|in|from)\b"
+    r"|\bmake\s+(?:\w+\s+){0,2}?(?:micro)?payments?\b|\bmicropayments?\b|\bpay[- ]per[- ](?:call|request|use|query)\b"
+    r"|\bfund\s+(?:your|the|an?)\s+(?:[\w-]+\s+)?wallet\b|\bwallet\s+(?:has|with|needs?)\s+(?:sufficient|enough)\b"
+    r"|\bjust\s+pay\b",
+    re.I,
+)
+# A seller's line ("callers pay per request", "charge clients in USDC") is about someone else's money,
+# unless it says the skill pays too ("pay for services, sell your own").
+_SELLS = re.compile(r"\b(?:paywall\w*|monetiz\w*|accept(?:s|ing)?\s+payments?|receiv\w*\s+payments?|charg\w+|sell\w*|earn\w*"
+                    r"|callers?|clients?|customers?|buyers?)\b", re.I)
+_BUYS = re.compile(r"\bmake\s+(?:\w+\s+){0,2}?(?:micro)?payments?|\bfund\s|\byour\s+wallet|\byou\s+pay|\bagents?\s+(?:to\s+)?pays?\b"
+                   r"|\bpay\s+for\s+(?:apis?|services?|calls?|requests?|access|data)\b", re.I)
+_MONEY_RAIL = re.compile(r"\bx402\b|\b402\s+payment|\bwallet|\busdc\b|\bstablecoins?\b|\blightning\b|\bsats\b", re.I)
+_FREE_OF_PAYMENT = re.compile(
+    r"\bwallet\s+(?:is\s+)?optional|\boptional[^.\n]{0,30}\b(?:paid|wallet|payments?)\b|\bwithout\s+(?:a\s+)?wallet"
+    r"|\bfree\s+(?:tools?|tier|mode)\b|\bno\s+(?:wallet|payment)\s+(?:is\s+)?(?:required|needed)",
+    re.I,
+)
 _PAID_BEFORE = re.compile(r"\b(?:paid|premium|pro|plus|business|enterprise)\s+$")
 _REQUIRE_BEFORE = re.compile(
     r"\b(?:requires?|need(?:s|ed)?|must\s+have|you'?ll\s+need|must(?:\s+be)?|(?:need|have)\s+to(?:\s+be)?|requires?\s+you\s+to(?:\s+be)?"
@@ -242,7 +279,9 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
             out.append(Finding(PRIVATE, "uses a private network host", clip(m.group(0)), doc.line_no(m.start()), doc.path))
     for doc in docs:
         _accounts(doc, out)
+        _accounts_cjk(doc, out)
     _login_commands(docs[1], out)
+    _payments(docs, out)
     names = list(skill.required_env) + [v.get("name", "") for v in skill.env_vars if isinstance(v, dict)]
     for name in dict.fromkeys(n for n in names if n and _ACCOUNT_ID_NAME.search(n)):
         pos = docs[0].text.find(name)
@@ -310,3 +349,36 @@ def _accounts(doc: SkillDoc, out: list[Finding]) -> None:
         start = m.start() - len(before) + (need.start() if need else paid.start() if paid else len(before))
         end = m.end() + (required_after.end() if required_after else 0)
         out.append(Finding(PRIVATE, reason, clip(doc.text[start:end]), doc.line_no(m.start()), doc.path))
+
+
+def _accounts_cjk(doc: SkillDoc, out: list[Finding]) -> None:
+    """Chinese and Japanese account dependence ("使用前需要登录", "アカウントが必要です", "扫码登录",
+    "完成账号配对"); the first one found."""
+    if doc.text.isascii():
+        return
+    for m in _CJK_ACCOUNT.finditer(doc.text):
+        line_start, line_end = doc.line_at(m.start())
+        around = doc.text[max(line_start, m.start() - 6):min(line_end, m.end() + 6)]
+        if _CJK_NEGATED.search(around) or _CJK_QUESTION.match(doc.text, m.end()):
+            continue
+        out.append(Finding(PRIVATE, "requires an account or login", clip(m.group(0)), doc.line_no(m.start()), doc.path))
+        return
+
+
+def _payments(docs: list[SkillDoc], out: list[Finding]) -> None:
+    """A skill that pays per call from the user's wallet (x402, micropayments, "fund your wallet"), unless
+    a wallet is said to be optional or some tools are free; the first such line."""
+    if not any(_MONEY_RAIL.search(doc.text) for doc in docs):
+        return
+    if any(_FREE_OF_PAYMENT.search(doc.text) for doc in docs):
+        return
+    for doc in docs:
+        for m in _PAYS.finditer(doc.text):
+            line = line_of(doc, m.start())
+            if skill_requirements.OPTIONAL.search(line) or _NEGATION_BEFORE.search(line[:max(0, line.find(m.group(0)))]):
+                continue
+            if _SELLS.search(line) and not _BUYS.search(line):
+                continue
+            out.append(Finding(PRIVATE, "pays per call from a funded wallet", clip(line.strip()), doc.line_no(m.start()),
+                               doc.path))
+            return

@@ -23,6 +23,7 @@ the requirements stated only in prose and decides which are really required:
   when a line about a key says so and none says a key is needed.
 * A no-key path: the skill says it works without a key anywhere ("free mode", "no API key
   needed", "works without an API key", "keyless", "no signup"); then no credential is required.
+  A line that replaces the key with payment ("keyless, just pay per call") is no such path.
 
 Only required credentials make a skill "private"; every requirement is recorded with where it is
 (`path`, 1-based `line`), where it came from (frontmatter, code, prose) and whether a no-key path
@@ -54,6 +55,9 @@ NO_KEY_PATH = re.compile(
     re.I,
 )
 _NEGATED = re.compile(r"\b(?:no|not|without|never|don'?t|doesn'?t)\b", re.I)
+# "Keyless: no API keys needed, just pay and use" (x402): the key is replaced by payment, not waived.
+_PAID_INSTEAD = re.compile(r"\b(?:pay|pays|paid|payments?|micropayments?|x402)\b", re.I)
+_FREE = re.compile(r"\bfree\b", re.I)
 _KEY_NOUN = r"(?:api[ _-]?keys?|access[ _-]tokens?|auth(?:entication)?[ _-]tokens?|secret[ _-]keys?|bearer\s+tokens?|personal\s+access\s+tokens?)"
 # An unnamed key ("get your API key at ...") is optional where a line naming a key says so ("With
 # an API key (for higher limits):") and no line naming a key says it is needed.
@@ -246,7 +250,8 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]]) -> Req
         in_fence, last_prose, block_intro = False, "", ""
         for i, line in enumerate(_lines(text)):
             lines.append((path, first + i, line))
-            if not no_key[2] and (m := NO_KEY_PATH.search(line)):
+            if not no_key[2] and (m := NO_KEY_PATH.search(line)) and (
+                    not _PAID_INSTEAD.search(line) or _FREE.search(line)):
                 no_key = (path, first + i, _clip(m.group(0)))
             if FENCE_LINE.match(line):
                 in_fence = not in_fence

@@ -398,6 +398,77 @@ def test_accounts_mentioned_without_dependence(tmp_path, text):
     assert of_kind(evaluate(skill), PRIVATE) == []
 
 
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        ("# Weather pro\n\nEach forecast is paid via x402 micropayments (USDC on Base).\n", 13),
+        ("## Setup\n\n1. Create a wallet with `npx paykit init`.\n2. Fund your wallet with USDC on Base.\n", 14),
+        ("The agent pays per call: every request to the x402 endpoint costs $0.01 from its wallet.\n", 11),
+        ("Pay for APIs and sell your own behind an x402 paywall, from one wallet.\n", 11),
+    ],
+)
+def test_paying_per_call_from_a_wallet_is_private(tmp_path, text, line):
+    skill = skill_from(tmp_path, bash("paykit call https://api.example.com/forecast") + "\n" + text)
+    found = [f for f in of_kind(evaluate(skill), PRIVATE) if f.reason == "pays per call from a funded wallet"]
+    assert [f.line for f in found] == [line]  # the SKILL.md line, after 4 of frontmatter and 6 of the block
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a free mode beside paid services
+        "Premium readings are paid via x402 micropayments. Wallet optional: free tools work without configuration.\n",
+        # a seller: the callers pay, the skill only needs an address to be paid at
+        "Put an x402 paywall in front of your API: callers pay per request in USDC to your address.\n",
+        # a wallet tracker spends nothing
+        "Show the USDC balance of any wallet address and its last transfers.\n",
+        # paying is not said to be needed
+        "Payments over x402 are not required for the public endpoints.\n",
+    ],
+)
+def test_wallets_and_payments_that_cost_the_user_nothing_are_not_private(tmp_path, text):
+    skill = skill_from(tmp_path, bash("paykit call https://api.example.com/forecast") + "\n" + text)
+    assert of_kind(evaluate(skill), PRIVATE) == []
+
+
+def test_keyless_because_paid_is_not_a_no_key_path(tmp_path):
+    front = ("---\nname: s\ndescription: Scrape pages.\n"
+             "compatibility: Requires network access and the SCRAPER_SECRET_KEY environment variable\n---\n")
+    body = bash("scrape https://example.com") + "\nThe x402 endpoints are fully keyless - no API key needed, just pay and use.\n"
+    reqs = requirements(skill_from(tmp_path, body, front=front))
+    assert not reqs.no_key_path
+    assert [r.name for r in reqs.required] == ["SCRAPER_SECRET_KEY"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "## 使用前准备\n\n使用前需要登录你的账号。\n",
+        "发布文章前请先扫码登录（用 App 扫描二维码）。\n",
+        "1. 启动服务后，在手机上完成账号配对。\n",
+        "事前に GitHub アカウントが必要です。\n",
+        "最初にログインしてください。\n",
+    ],
+)
+def test_account_dependence_in_chinese_and_japanese(tmp_path, text):
+    skill = skill_from(tmp_path, bash("ls") + "\n" + text)
+    assert reasons(evaluate(skill), PRIVATE) == {"requires an account or login"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "无需登录，无需账号，直接使用。\n",
+        "需要登录吗？不需要。\n",
+        "ログインは不要です。\n",
+        "统计每个账号的发帖数量并生成表格。\n",
+    ],
+)
+def test_chinese_and_japanese_account_words_without_dependence(tmp_path, text):
+    skill = skill_from(tmp_path, bash("ls") + "\n" + text)
+    assert of_kind(evaluate(skill), PRIVATE) == []
+
+
 # --------------------------------------------------------------------------------------------
 # non_actionable
 # --------------------------------------------------------------------------------------------
@@ -488,6 +559,12 @@ def test_sample_corpus_verdicts(capsys):
     for key in ("veeramanikandanr48/wordpress-pro", "veeramanikandanr48/secure-code-guardian"):
         assert not of_kind(verdicts[key], NON_ACTIONABLE), key
     assert of_kind(verdicts["jhillin8/quit-smoking"], NON_ACTIONABLE)
+    # Pay-per-call x402 clients need a funded wallet; a skill whose free tools need none does not.
+    for key in ("samoppakiks/x402-client", "ridingliquid/silverback-defi", "emilankerwiik/openkrill"):
+        assert "pays per call from a funded wallet" in reasons(verdicts[key], PRIVATE), key
+    assert not of_kind(verdicts["bitbrujo/agent-church"], PRIVATE)
+    # A QR-code sign-in with the user's CSDN app
+    assert any(f.evidence == "扫码登录" for f in of_kind(verdicts["c4chuan/csdn-publisher"], PRIVATE))
 
 
 # --------------------------------------------------------------------------------------------
