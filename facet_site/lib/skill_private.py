@@ -34,6 +34,8 @@ from facet_site.lib.skillformat import ParsedSkill
 
 _SECRET_PARTS = frozenset({"KEY", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS",
                            "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "OAUTH", "COOKIE", "JWT", "PAT"})
+# Variables every shell sets itself: `$PWD` is the working directory, not a password.
+_SHELL_VARIABLES = frozenset({"PWD", "OLDPWD"})
 _SECRET_SUFFIXES = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 _STRONG_SECRET_PARTS = frozenset({"SECRET", "SECRETS", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY",
                                   "ACCESSTOKEN", "AUTHTOKEN", "PAT", "JWT", "COOKIE", "PRIVATEKEY"})
@@ -160,6 +162,8 @@ def _is_secret_name(name: str, *, declared: bool = False) -> bool:
     so any KEY/TOKEN/SECRET/PASSWORD/CREDENTIAL/AUTH part is enough. Names merely used in the
     body are judged more strictly, so BUY_TOKEN (a token address) or SORT_KEY do not count.
     """
+    if name.upper() in _SHELL_VARIABLES:
+        return False
     parts = [p for p in re.split(r"[^A-Z0-9]+", name.upper()) if p]
     if not parts:
         return False

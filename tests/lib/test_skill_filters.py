@@ -227,6 +227,14 @@ def test_declared_secret_names(tmp_path, name):
     assert reasons(evaluate(skill), PRIVATE) == {f"requires secret {name}"}
 
 
+def test_the_shells_working_directory_is_not_a_password(tmp_path):
+    # a real later ClawHub upload was private for "walking up from `$PWD`"
+    skill = skill_from(tmp_path, bash('cd "$PWD" && ls') + "\nThe server walks up from `$PWD` looking for a `skills/` directory.\n")
+    assert of_kind(evaluate(skill), PRIVATE) == []
+    skill = skill_from(tmp_path, bash('mysql -u app -p"$DB_PWD" shop'), name="db")
+    assert reasons(evaluate(skill), PRIVATE) == {"requires secret DB_PWD"}
+
+
 def test_declared_env_without_secret_name_is_not_private(tmp_path):
     front = "---\nname: x\ndescription: d\nmetadata: {\"openclaw\": {\"requires\": {\"env\": [\"TZ\", \"OUTPUT_DIR\"]}}}\n---\n"
     skill = skill_from(tmp_path, bash("ls"), front=front)
