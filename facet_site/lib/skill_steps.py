@@ -42,7 +42,9 @@ _STEP = re.compile(
     r"|[一二三四五六七八九十]{1,3}[、.．]|第\s?[0-9一二三四五六七八九十]{1,3}\s?[步点條条][：:、.]?)\s*)"
     r"(?P<text>\S.*)$", re.I)
 _FENCE = re.compile(r"^\s{0,3}(?:```|~~~)")
-_CODE_SPAN = re.compile(r"`[^`\n]{2,}`")
+# Spans paired left to right: searching for "two or more characters between backticks" would also
+# match the prose between two one-character spans ("`冰` (Ice) vs. `火`" holds " (Ice) vs. ").
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _FILE = re.compile(r"(?<![\w/])(?:[\w.-]+/)*[\w-]+\.(?:csv|tsv|json|jsonl|ya?ml|toml|xml|html?|md|txt|log|py|sh|js|ts|sql|db"
                    r"|pdf|png|jpe?g|svg|gif|mp3|mp4|wav|xlsx?|docx?|pptx?|ini|conf|cfg|env|parquet|zip|tar|gz)(?![A-Za-z0-9])", re.I)
 _PATH = re.compile(r"(?:^|\s)(?:\./|~/|/(?:tmp|etc|var|usr|home|data|opt)/)\S*")
@@ -54,7 +56,9 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*")
 
 
 def _concrete(text: str) -> bool:
-    if _CODE_SPAN.search(text) or _FILE.search(text) or _PATH.search(text) or _FORMAT.search(text):
+    if any(len(m.group(1).strip()) >= 2 for m in _CODE_SPAN.finditer(text)):
+        return True
+    if _FILE.search(text) or _PATH.search(text) or _FORMAT.search(text):
         return True
     # Tool names are matched as written in lower case: "Black" or "Convert" opening a sentence are words.
     return any(w in TOOLS for w in _WORD.findall(text))

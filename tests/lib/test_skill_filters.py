@@ -708,6 +708,8 @@ def test_plain_steps_naming_tools_files_or_formats_are_actionable(tmp_path, body
         "1. Save the summary as a PDF.\n2. Thank the user.\n",
         "1、你是一位温柔的心理咨询师\n2、用温暖的语气回答用户的问题\n3、多问开放式问题\n",
         "第1步：倾听用户的烦恼\n第2步：给出鼓励和建议\n",
+        # one-character spans around prose: the prose between them is no code span
+        "Dear agent, think of space in opposites:\n\n* **Heat:** `冰` (Ice) vs. `火` (Fire).\n* **Sound:** `喧` (Noisy) vs. `静` (Quiet).\n",
     ],
 )
 def test_persona_and_chat_advice_are_not_actionable(tmp_path, body):
