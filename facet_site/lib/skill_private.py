@@ -378,8 +378,9 @@ def _payments(docs: list[SkillDoc], out: list[Finding]) -> None:
         return
     for doc in docs:
         for m in _PAYS.finditer(doc.text):
-            line = line_of(doc, m.start())
-            if skill_requirements.OPTIONAL.search(line) or _NEGATION_BEFORE.search(line[:max(0, line.find(m.group(0)))]):
+            line_start, line_end = doc.line_at(m.start())
+            line = doc.text[line_start:line_end]
+            if skill_requirements.OPTIONAL.search(line) or _NEGATION_BEFORE.search(doc.text[line_start:m.start()]):
                 continue
             if _SELLS.search(line) and not _BUYS.search(line):
                 continue
