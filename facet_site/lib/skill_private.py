@@ -56,9 +56,11 @@ _ENV_REFS = (
     ("getenv", re.compile(r"getenv\(\s*[\"']([A-Z][A-Z0-9_]+)")),
 )
 # A secret-named setting given a placeholder in a config block or .env file: `"CLIENT_SECRET": "your-client-secret"`,
-# `API_TOKEN=<token>`, `SERVICE_KEY: xxx`. The value must read as a stand-in, so a documented default does not count.
+# `API_TOKEN=<token>`, `SERVICE_KEY: xxx`, `"api_key": "your-api-key"`. The value must read as a stand-in, so a
+# documented default does not count.
 _CONFIG_SECRET = re.compile(
-    r"[\"']?\b([A-Z][A-Z0-9_]{2,})[\"']?\s*[:=]\s*[\"']?(?:your[-_ ]|<|\{\{|\.\.\.|x{3,}|sk-\.\.\.|changeme|replace[-_ ]?me|\*{3,})",
+    r"[\"']?\b([A-Z][A-Z0-9_]{2,})[\"']?\s*[:=]\s*[\"']?"
+    r"(?:(?P<addressed>your[-_ ]|<|\{\{|changeme|replace[-_ ]?me)|\.\.\.|x{3,}|sk-\.\.\.|\*{3,})",
     re.I,
 )
 # Placeholders for a key in commands; literal-led pieces (matched on lowercased text where
@@ -120,6 +122,14 @@ _CJK_ACCOUNT = re.compile(
 )
 _CJK_NEGATED = re.compile(r"不需要|不必|无需|無需|无须|不用|免登录|免登入|免注册|不要|なし|なしで|任意|可选|可選|オプション")
 _CJK_QUESTION = re.compile(r"^[^\n。！!]{0,12}?[吗嗎？?]")
+# An account the skill's own command creates ("系统首次使用时，必须先注册总监账号" over `milb-tracker init
+# --name ...`, "You must first create an admin account" over `./scripts/add_user.sh`) lives in the
+# skill's own local store, not with an outside service. The wording must be about creating, not signing
+# in, and the first command of the code block that follows must be the skill's own.
+_CREATES_ACCOUNT = re.compile(r"注册|註冊|创建|創建|新建|初始化|作成|登録|\b(?:create|register|set\s+up|add|initiali[sz]e)\b", re.I)
+_SIGNS_IN = re.compile(r"登录|登入|登陆|登錄|ログイン|サインイン|\blog(?:ged)?[ -]?in\b|\bsign(?:ed)?[ -]?in\b|\bauth\b|oauth", re.I)
+_OWN_SCRIPT = re.compile(r"^(?:\./|scripts/|bin/|\{baseDir\}|\$\{?(?:baseDir|SKILL_DIR)\b)")
+_RUNNER = frozenset({"python", "python3", "node", "bash", "sh", "uv", "npx", "bun", "deno", "ruby", "php"})
 # Spending the user's money per call: x402 pay-per-call APIs and wallets to be funded. Pay-side wording
 # only: a skill that sells behind a paywall or receives payments spends nothing of the user's.
 _PAYS = re.compile(
@@ -211,7 +221,10 @@ def _secret_requirements(skill: ParsedSkill, docs: list[SkillDoc]) -> skill_requ
                                              body_doc.path, body_doc.line_no(m.start()), "code"))
         for m in _CONFIG_SECRET.finditer(body) if ("=" in body or ":" in body) else ():
             name = m.group(1)
-            if name.isupper() and name not in reported and _is_secret_name(name):
+            # A lower-case key (`"api_key": "your-api-key"`, `password=<your-nas-password>`) counts only with a
+            # placeholder addressed to the user: `password="..."` is as often a pattern a scanner looks for.
+            lower_ok = name.islower() and m.group("addressed")
+            if (name.isupper() or lower_ok) and name not in reported and _is_secret_name(name):
                 reported.add(name)
                 found.append(Requirement(name, f"requires secret {name}", clip(line_of(body_doc, m.start())),
                                          body_doc.path, body_doc.line_no(m.start()), "code"))
@@ -262,6 +275,7 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
     for req in _secret_requirements(skill, docs).required:
         out.append(Finding(PRIVATE, req.reason, req.evidence, req.line, req.path))
     starts_server = None
+    own = _own_commands(skill)
     for doc in docs:
         if not doc.text or "://" not in doc.text:
             continue
@@ -282,8 +296,8 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
                     continue  # the skill runs its own local server; a container can do the same
             out.append(Finding(PRIVATE, "uses a private network host", clip(m.group(0)), doc.line_no(m.start()), doc.path))
     for doc in docs:
-        _accounts(doc, out)
-        _accounts_cjk(doc, out)
+        _accounts(doc, out, own)
+        _accounts_cjk(doc, out, own)
     _login_commands(docs[1], out)
     _payments(docs, out)
     names = list(skill.required_env) + [v.get("name", "") for v in skill.env_vars if isinstance(v, dict)]
@@ -315,7 +329,7 @@ def _login_commands(doc: SkillDoc, out: list[Finding]) -> None:
         pos += len(line) + 1
 
 
-def _accounts(doc: SkillDoc, out: list[Finding]) -> None:
+def _accounts(doc: SkillDoc, out: list[Finding], own: frozenset[str] = frozenset()) -> None:
     """'requires a paid account' / 'you must be logged in' style dependence.
 
     An account noun counts only with dependence wording in its sentence (requires, need, must,
@@ -349,15 +363,17 @@ def _accounts(doc: SkillDoc, out: list[Finding]) -> None:
             continue
         if _NEGATION_BEFORE.search(before) or _NEGATION_AFTER.search(after):
             continue
+        if not paid and _created_by_own_command(doc, doc.text[line_start:line_end], line_end, own):
+            continue
         reason = "requires a paid account" if paid else "requires an account or login"
         start = m.start() - len(before) + (need.start() if need else paid.start() if paid else len(before))
         end = m.end() + (required_after.end() if required_after else 0)
         out.append(Finding(PRIVATE, reason, clip(doc.text[start:end]), doc.line_no(m.start()), doc.path))
 
 
-def _accounts_cjk(doc: SkillDoc, out: list[Finding]) -> None:
+def _accounts_cjk(doc: SkillDoc, out: list[Finding], own: frozenset[str] = frozenset()) -> None:
     """Chinese and Japanese account dependence ("使用前需要登录", "アカウントが必要です", "扫码登录",
-    "完成账号配对"); the first one found."""
+    "完成账号配对"); the first one found. `own` names the skill's own commands (`_own_commands`)."""
     if doc.text.isascii():
         return
     for m in _CJK_ACCOUNT.finditer(doc.text):
@@ -365,8 +381,40 @@ def _accounts_cjk(doc: SkillDoc, out: list[Finding]) -> None:
         around = doc.text[max(line_start, m.start() - 6):min(line_end, m.end() + 6)]
         if _CJK_NEGATED.search(around) or _CJK_QUESTION.match(doc.text, m.end()):
             continue
+        if _created_by_own_command(doc, doc.text[line_start:line_end], line_end, own):
+            continue
         out.append(Finding(PRIVATE, "requires an account or login", clip(m.group(0)), doc.line_no(m.start()), doc.path))
         return
+
+def _own_commands(skill: ParsedSkill) -> frozenset[str]:
+    """The commands that are the skill's own: its declared binaries, its name and its slug."""
+    names = [*skill.required_bins, *skill.any_bins, skill.name or "", skill.slug or ""]
+    return frozenset(n.strip().lower() for n in names if n and n.strip())
+
+
+def _created_by_own_command(doc: SkillDoc, wording: str, line_end: int, own: frozenset[str]) -> bool:
+    """Is the account named on the line ending at `line_end` created by the skill's own command? The
+    line's wording must be about creating an account (not signing in), and the first command of a code block opening within
+    the next four lines must be the skill's own (a declared binary, its name, or a script it ships)."""
+    if not _CREATES_ACCOUNT.search(wording) or _SIGNS_IN.search(wording):
+        return False
+    lines = doc.text[line_end + 1:].split("\n", 12)[:12]
+    fence = next((i for i, line in enumerate(lines[:5]) if skill_requirements.FENCE_LINE.match(line)), None)
+    if fence is None:
+        return False
+    for line in lines[fence + 1:]:
+        if skill_requirements.FENCE_LINE.match(line) or _SIGNS_IN.search(line):
+            return False
+        words = line.strip().removeprefix("$").split()
+        if not words or words[0].startswith("#"):
+            continue
+        if words[0] == "sudo":
+            words = words[1:]
+        if words and words[0] in _RUNNER and len(words) > 1:
+            words = words[1:]
+        first = words[0].lower() if words else ""
+        return first in own or bool(_OWN_SCRIPT.match(first))
+    return False
 
 
 def _payments(docs: list[SkillDoc], out: list[Finding]) -> None:

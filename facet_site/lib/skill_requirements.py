@@ -84,6 +84,13 @@ _PROSE_SET = re.compile(
     r"|\b(?i:save|store|put|set|export|add)\s+(?i:it|this|the\s+(?:key|token|secret))\s+(?i:as|in|to|into)\s+"
     r"(?i:the\s+|your\s+|an?\s+)?(?i:env(?:ironment)?\s+var(?:iable)?\s+)?`?\$?([A-Z][A-Z0-9_]{2,})`?"
 )
+# A setup step that opens with the imperative: "- Export `PLAID_CLIENT_ID`, `PLAID_SECRET`, and
+# `PLAID_ENVIRONMENT`", "2. Set `NOTION_TOKEN`". Every name of the list counts (the caller keeps the
+# secret-shaped ones); "Set `A` or `B`" names alternatives and is left to the other rules.
+_PROSE_SET_STEP = re.compile(
+    r"^\s*(?:[-*+]\s+|\d{1,2}[.)]\s+)?(?:\*\*)?(?i:export|set)(?:\*\*)?\s+"
+    r"((?:`\$?[A-Z][A-Z0-9_]{2,}`(?:\s*,\s*(?:and\s+)?|\s+and\s+)?)+)"
+)
 # A requirement word and a variable name in one clause: "Requires network access and a thirdweb API key
 # (THIRDWEB_SECRET_KEY environment variable)", as the Agent Skills `compatibility` field says it. The
 # name must end as a credential's does (_KEY, _TOKEN, _SECRET, _PASSWORD): "Requires Python 3.10 and
@@ -110,6 +117,11 @@ _PROSE_SET_INTL = re.compile(
 _NEGATED_INTL = re.compile(
     r"不需要|不必|无需|无须|不用|免(?:费|注册|密钥)|不要|なし|\b(?:sin|sans|ohne|kein(?:e|en)?)\b"
     r"|\bno\s+(?:se\s+)?(?:necesita|requiere|precisa)|\bpas\s+(?:de|besoin)", re.I)
+# A line that says what follows is needed and leads into a list ("Required environment variables:",
+# "该技能必须在 `.env` 中配置以下核心参数才能激活："): the names in the list's items are requirements.
+_LEADS_INTO_LIST = re.compile(r"[:：]\s*(?:\*\*)?\s*$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s+")
+_OPTIONAL_WORD = re.compile(r"optional|可选|可選|任意|オプション|opcional|facultati", re.I)
 _TABLE_ROW = re.compile(r"^\s*\|(.+)\|\s*$")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}")
 _REQUIRED_HEADER = re.compile(r"^\s*(?:required|mandatory|req\.?|needed)\??\s*$", re.I)
@@ -189,9 +201,14 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
                                                required=False, optional_because="its table row says it is not required"))
             continue
         required_column = -1
+        if _LEADS_INTO_LIST.search(line):
+            out.extend(_listed_requirements(line, lines[i + 1:i + 16], path, first_line + i + 1))
         for m in _PROSE_SET.finditer(line):
             name = m.group(1) or m.group(2)
             if not _NEGATED.search(line[max(0, m.start() - 30):m.start()]):
+                out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose"))
+        if m := _PROSE_SET_STEP.match(line):
+            for name in dict.fromkeys(_NAME.findall(m.group(1))):
                 out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose"))
         for m in _PROSE_NEEDS_NAME.finditer(line):
             if not _NEGATED.search(line[max(0, m.start() - 30):m.end()]):
@@ -208,6 +225,24 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
             break
         if not line.isascii() or _INTL_HINT.search(line):
             out.extend(_intl_requirements(line, path, first_line + i, after="\n".join(lines[i + 1:i + 6])))
+    return out
+
+
+def _listed_requirements(lead: str, following: list[str], path: str, first_line: int) -> list[Requirement]:
+    """The names in the list under a lead-in line that says they are needed; nothing when the lead-in
+    is negated or says optional. Each item is its own evidence, so a "(optional)" there counts."""
+    if not (_NEEDED.search(lead) or re.search(_INTL_NEED, lead, re.I)):
+        return []
+    if _NEGATED.search(lead) or _NEGATED_INTL.search(lead) or _OPTIONAL_WORD.search(lead):
+        return []
+    out = []
+    for j, item in enumerate(following):
+        if not item.strip() and not j:
+            continue  # a blank line between the lead-in and its list
+        if not _LIST_ITEM.match(item):
+            break
+        for name in dict.fromkeys(re.findall(r"`\$?([A-Z][A-Z0-9_]{2,})`", item)):
+            out.append(Requirement(name, f"requires secret {name}", _clip(item), path, first_line + j, "prose"))
     return out
 
 

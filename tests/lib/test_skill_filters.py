@@ -316,3 +316,9 @@ def test_sample_corpus_verdicts(capsys):
     assert not of_kind(verdicts["bitbrujo/agent-church"], PRIVATE)
     # A QR-code sign-in with the user's CSDN app
     assert any(f.evidence == "扫码登录" for f in of_kind(verdicts["c4chuan/csdn-publisher"], PRIVATE))
+    # Keys asked for only in a lower-case config setting, an "Export `X_SECRET`" step or a "**Required:**" list
+    for key, reason in (("ericrosenberg/jellyseerr", "requires secret api_key"),
+                        ("junwatu/r2-storage", "requires secret secret_access_key"),
+                        ("jverdi/plaid", "requires secret PLAID_SECRET"),
+                        ("tanchunsiong/ngrok-unofficial-webhook-skill", "requires secret NGROK_AUTHTOKEN")):
+        assert reason in reasons(verdicts[key], PRIVATE), key

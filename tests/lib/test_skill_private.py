@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from facet_site.lib.skill_filters import PRIVATE, evaluate, requirements
-from tests.lib.skill_filter_samples import bash, of_kind, reasons, skill_from
+from tests.lib.skill_filter_samples import FRONT, bash, of_kind, reasons, skill_from
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,7 +94,7 @@ def test_a_secret_set_to_a_placeholder_in_a_config_block_is_required(tmp_path, b
     [
         '```json\n{"CACHE_KEY": "weather:v1", "MAX_TOKENS": 1000, "LOG_LEVEL": "info"}\n```',  # settings, not secrets
         "```yaml\nSERVICE_TOKEN: your-token   # optional, for higher rate limits\n```",  # a placeholder said optional
-        '```\napi_token = "your-token"  # lower case: a field of some file format, not an environment setting\n```',
+        '```toml\nsort_key = "your-field"\nmax_tokens = 1000\n```',  # lower case, and not a secret's name
     ],
 )
 def test_config_values_that_are_not_required_secrets(tmp_path, block):
@@ -420,3 +420,90 @@ def test_the_line_that_leads_into_a_block_speaks_for_the_key_in_it_when_it_is_ab
             '```bash\ncurl -H "X-Key: $WEATHER_API_KEY" https://api.weather.example/radar\n```\n')
     other = skill_from(tmp_path, bash("curl https://api.weather.example/today") + "\n" + step, front=ENV_FRONT, name="t")
     assert reasons(evaluate(other), PRIVATE) == {"requires secret WEATHER_API_KEY"}
+
+
+@pytest.mark.parametrize(
+    "block, name",
+    [
+        # lower-case keys with a placeholder addressed to the user, in the shapes real skills use
+        ('```json\n{"server_url": "https://media.example.com", "api_key": "your-api-key"}\n```\n', "api_key"),
+        ("```bash\ntouch ~/.nas-credentials\n# username=<your-nas-user>\n# password=<your-nas-password>\n```\n", "password"),
+        ('```python\nclient = Storage(secret_access_key="YOUR_SECRET_ACCESS_KEY")\n```\n', "secret_access_key"),
+    ],
+)
+def test_a_lower_case_setting_given_a_placeholder_for_the_user_is_required(tmp_path, block, name):
+    skill = skill_from(tmp_path, bash("curl https://api.example.com/v1/items") + "\n" + block)
+    assert reasons(evaluate(skill), PRIVATE) == {f"requires secret {name}"}
+
+
+def test_a_lower_case_setting_with_a_bare_ellipsis_is_a_pattern_not_a_requirement(tmp_path):
+    # a secrets scanner lists what it looks for
+    body = bash("grep -rnE 'password|secret' src/") + '\nPatterns to detect:\n\n```\npassword="..."\napi_key="..."\n```\n'
+    assert of_kind(evaluate(skill_from(tmp_path, body)), PRIVATE) == []
+
+
+def test_a_setup_step_that_exports_named_secrets_requires_them(tmp_path):
+    body = bash("bank-cli balances") + "\nSetup\n- Export `BANK_CLIENT_ID`, `BANK_SECRET`, and `BANK_ENVIRONMENT` (sandbox or production).\n"
+    assert reasons(evaluate(skill_from(tmp_path, body)), PRIVATE) == {"requires secret BANK_SECRET"}
+    optional = bash("bank-cli balances") + "\n- Export `BANK_TOKEN` if you want higher rate limits.\n"
+    skill = skill_from(tmp_path, optional, name="t")
+    assert of_kind(evaluate(skill), PRIVATE) == []
+    assert [(r.name, r.required) for r in requirements(skill).items] == [("BANK_TOKEN", False)]
+
+
+BINS_FRONT = ('---\nname: bid-tracker\ndescription: Track bids.\n'
+              'metadata: {"openclaw": {"requires": {"bins": ["bid-tracker"]}}}\n---\n')
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "## 首次初始化\n\n系统首次使用时，必须先注册管理员账号，否则其他命令会报错。\n\n```bash\nbid-tracker init --name \"王经理\"\n```\n",
+        "## First run\n\nAn admin account is required. Create it once:\n\n```bash\n$ python3 scripts/add_user.py --role admin\n```\n",
+    ],
+)
+def test_an_account_the_skills_own_command_creates_is_not_an_outside_account(tmp_path, body):
+    skill = skill_from(tmp_path, body + bash("bid-tracker list"), front=BINS_FRONT)
+    assert of_kind(evaluate(skill), PRIVATE) == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # signing in, even with the skill's own command, is to someone's service
+        "使用前必须先登录账号：\n\n```bash\nbid-tracker login\n```\n",
+        # an account created with another service's tool
+        "You must first create an account on the portal:\n\n```bash\ncurl -X POST https://portal.example.com/signup\n```\n",
+        # no command follows
+        "系统首次使用时，必须先注册平台账号。\n\n然后即可使用。\n",
+    ],
+)
+def test_an_account_not_created_by_the_skills_own_command_stays_private(tmp_path, body):
+    skill = skill_from(tmp_path, bash("bid-tracker list") + "\n" + body, front=BINS_FRONT)
+    assert reasons(evaluate(skill), PRIVATE) == {"requires an account or login"}
+
+
+@pytest.mark.parametrize(
+    "lead, name",
+    [
+        ("**Required:**", "TUNNEL_AUTHTOKEN"),
+        ("该技能必须在 `.env` 中配置以下参数才能运行：", "MAIL_SMTP_PASSWORD"),
+        ("You need these environment variables:", "MAIL_SMTP_PASSWORD"),
+    ],
+)
+def test_names_listed_under_a_line_that_says_they_are_needed_are_required(tmp_path, lead, name):
+    items = {"TUNNEL_AUTHTOKEN": "- `TUNNEL_AUTHTOKEN` — the tunnel's auth token from its dashboard\n",
+             "MAIL_SMTP_PASSWORD": "- `MAIL_TO`, `MAIL_FROM`: addresses\n- `MAIL_SMTP_USER`, `MAIL_SMTP_PASSWORD`: 认证信息\n"}
+    body = bash("mail-report --today") + f"\n{lead}\n\n{items[name]}\nThen run it.\n"
+    findings = of_kind(evaluate(skill_from(tmp_path, body)), PRIVATE)
+    item_line = next(n for n, text in enumerate((FRONT + body).splitlines(), 1) if f"`{name}`" in text)
+    assert [(f.reason, f.line) for f in findings] == [(f"requires secret {name}", item_line)]
+
+
+@pytest.mark.parametrize(
+    "lead",
+    ["**Optional:**", "可选配置：", "No environment variables are needed:", "The script reads:"],
+)
+def test_names_listed_under_an_optional_or_neutral_line_are_not_required(tmp_path, lead):
+    body = bash("mail-report --today") + f"\n{lead}\n\n- `MAIL_SMTP_PASSWORD`: for sending\n- `WEBHOOK_PORT` (default: 4040)\n"
+    assert of_kind(evaluate(skill_from(tmp_path, body)), PRIVATE) == []
