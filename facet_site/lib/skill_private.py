@@ -259,7 +259,9 @@ def _secret_requirements(skill: ParsedSkill, docs: list[SkillDoc]) -> skill_requ
                 )
                 found.append(Requirement("API key", "requires an API key or token", clip(body[start:end]),
                                          body_doc.path, body_doc.line_no(start), "code"))
-    return skill_requirements.judge(found, texts=[(d.path, d.first_line, d.text) for d in docs])
+    companions = [(f.path, f.text) for f in skill.files
+                  if f.text and "/" not in f.path and skill_requirements.COMPANION_DOCUMENTS.match(f.path)]
+    return skill_requirements.judge(found, texts=[(d.path, d.first_line, d.text) for d in docs], companions=companions)
 
 
 def requirements(skill: ParsedSkill) -> skill_requirements.Requirements:

@@ -32,6 +32,7 @@ exists, and shown on the skill page.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 __all__ = ["Requirement", "Requirements", "judge", "prose_requirements", "OPTIONAL", "NO_KEY_PATH", "FENCE_LINE"]
@@ -122,6 +123,12 @@ _NEGATED_INTL = re.compile(
 _LEADS_INTO_LIST = re.compile(r"[:：]\s*(?:\*\*)?\s*$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s+")
 _OPTIONAL_WORD = re.compile(r"optional|可选|可選|任意|オプション|opcional|facultati", re.I)
+# A line that sets a value: `QQ_TOKEN=...`, `export X_KEY=...`, `api_key: ...`, `"token": ...`.
+_SETTING_LINE = re.compile(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*=|^\s*[\"']?[A-Za-z_][\w.-]*[\"']?\s*:\s")
+# A skill's own setup documents beside SKILL.md, at its top level: what they say of a variable SKILL.md
+# uses ("# QQ notifications (optional)" above `QQ_TOKEN=` in .env.example) counts for it.
+COMPANION_DOCUMENTS = re.compile(r"^(?:readme|install(?:ation)?|setup|configur(?:e|ation)|config)(?:\.[\w-]+)?\.(?:md|markdown)$"
+                                 r"|^\.?env\.(?:example|sample|template|dist)$", re.I)
 _TABLE_ROW = re.compile(r"^\s*\|(.+)\|\s*$")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}")
 _REQUIRED_HEADER = re.compile(r"^\s*(?:required|mandatory|req\.?|needed)\??\s*$", re.I)
@@ -273,30 +280,50 @@ def _intl_requirements(line: str, path: str, line_no: int, *, after: str = "") -
     return out
 
 
-def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]]) -> Requirements:
+def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]],
+          companions: Sequence[tuple[str, str]] = ()) -> Requirements:
     """Mark each requirement optional or required. `texts` are (path, first line, text) of
-    SKILL.md's frontmatter and body, searched for optional wording and a no-key path."""
+    SKILL.md's frontmatter and body, searched for optional wording and a no-key path.
+    `companions` are (path, text) of the skill's own setup documents (README.md, INSTALL.md,
+    .env.example; `COMPANION_DOCUMENTS`): what they say of a variable SKILL.md uses counts for it,
+    but they add no requirement and no no-key path."""
     no_key = ("", 0, "")
     lines: list[tuple[str, int, str]] = []
     # the line that introduces each fenced block ("With an API key (for higher limits):"): what it
     # says holds for every line of the block
     intro: dict[tuple[str, int], str] = {}
-    for path, first, text in texts:
-        in_fence, last_prose, block_intro = False, "", ""
+    # a comment that heads a group of settings inside a block ("# QQ notifications (optional)"):
+    # what it says holds for the settings under it, up to a blank line or the next comment; a comment
+    # over a command ("# Create if needed" above a curl line) speaks of the step, not of a key
+    group: dict[tuple[str, int], str] = {}
+    sources = [(path, first, text, True, True) for path, first, text in texts]
+    sources += [(path, 1, text, False, path.lower().endswith((".md", ".markdown"))) for path, text in companions]
+    for path, first, text, own, markdown in sources:
+        # an .env.example is all settings: read as one block, so its comments head groups too
+        in_fence, last_prose, block_intro, heading = not markdown, "", "", ""
         for i, line in enumerate(_lines(text)):
             lines.append((path, first + i, line))
-            if not no_key[2] and (m := NO_KEY_PATH.search(line)) and (
+            if own and not no_key[2] and (m := NO_KEY_PATH.search(line)) and (
                     not _PAID_INSTEAD.search(line) or _FREE.search(line)):
                 no_key = (path, first + i, _clip(m.group(0)))
-            if FENCE_LINE.match(line):
+            if markdown and FENCE_LINE.match(line):
                 in_fence = not in_fence
                 block_intro = last_prose if in_fence else ""
+                heading = ""
             elif in_fence:
                 intro[(path, first + i)] = block_intro
+                stripped = line.strip()
+                if stripped.startswith(("#", "//")):
+                    heading = stripped
+                elif not stripped:
+                    heading = ""
+                elif heading and _SETTING_LINE.match(line):
+                    group[(path, first + i)] = heading
             elif line.strip():
                 # only a line that leads into what follows ("... (for higher limits):") speaks for it
                 last_prose = line if line.rstrip().endswith((":", "：")) and not line.lstrip().startswith("|") else ""
-    key_lines = [ln for _, _, ln in lines if _KEY_NOUN_ANY.search(ln)]
+    own_paths = {path for path, _, _ in texts}
+    key_lines = [ln for p, _, ln in lines if p in own_paths and _KEY_NOUN_ANY.search(ln)]
     needed = any(_NEEDED.search(ln) and not (OPTIONAL.search(ln) or NO_KEY_PATH.search(ln) or _NEGATED.search(ln))
                  for ln in key_lines)
     key_lines_if_optional = [] if needed else key_lines
@@ -317,6 +344,7 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]]) -> Req
             # (for higher limits):"), not about a step ("Attach a wallet if needed:")
             mentions = [t for p, n, ln in lines if req.name in ln
                         for t in (ln, intro.get((p, n), "")) if t is ln or _KEY_NOUN_ANY.search(t) or req.name in t]
+            mentions += [group[(p, n)] for p, n, ln in lines if req.name in ln and (p, n) in group]
         else:
             mentions = key_lines_if_optional
         own = [ln for p, n, ln in lines if p == req.path and n == req.line]

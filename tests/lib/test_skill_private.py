@@ -507,3 +507,43 @@ def test_names_listed_under_a_line_that_says_they_are_needed_are_required(tmp_pa
 def test_names_listed_under_an_optional_or_neutral_line_are_not_required(tmp_path, lead):
     body = bash("mail-report --today") + f"\n{lead}\n\n- `MAIL_SMTP_PASSWORD`: for sending\n- `WEBHOOK_PORT` (default: 4040)\n"
     assert of_kind(evaluate(skill_from(tmp_path, body)), PRIVATE) == []
+
+
+def test_a_comment_heading_settings_in_a_block_speaks_for_them_but_not_for_a_command(tmp_path):
+    optional = bash("browser-mcp start") + "\n```bash\n# Optional: cloud provider\nexport CLOUD_PROVIDER=browserbase\nexport CLOUD_API_KEY=bb_...\n```\n"
+    skill = skill_from(tmp_path, optional)
+    assert of_kind(evaluate(skill), PRIVATE) == []
+    assert [(r.name, r.required) for r in requirements(skill).items] == [("CLOUD_API_KEY", False)]
+    # "if needed" over a command says when to run the step, not that the key can be left out
+    step = bash('curl -s https://forum.example.com/api/v1/groups/x -H "Authorization: Bearer $FORUM_API_KEY"\n\n'
+                '# Create if needed\ncurl -X POST https://forum.example.com/api/v1/groups -H "Authorization: Bearer $FORUM_API_KEY"')
+    assert reasons(evaluate(skill_from(tmp_path, step, name="t")), PRIVATE) == {"requires secret FORUM_API_KEY"}
+
+
+NOTIFY_BODY = "## Config\n\n```javascript\nskill.configure({ chatToken: process.env.CHAT_TOKEN });\n```\n" + bash("npm test")
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {".env.example": "# Project\nPROJECT_OWNER=your_name\n\n# Chat notifications (optional)\nCHAT_ENABLED=false\nCHAT_TOKEN=your_chat_token\n"},
+        {"INSTALL.md": "## Environment\n\n```bash\n# Chat notifications (可选)\nCHAT_TOKEN=your_chat_token\n```\n"},
+        {"README.md": "| Variable | Meaning |\n|---|---|\n| `CHAT_TOKEN` | chat token, optional: notifications only |\n"},
+    ],
+)
+def test_the_skills_own_setup_documents_can_say_a_variable_is_optional(tmp_path, files):
+    skill = skill_from(tmp_path, NOTIFY_BODY, files=files)
+    assert of_kind(evaluate(skill), PRIVATE) == []
+    [req] = requirements(skill).items
+    assert (req.name, req.required, req.path) == ("CHAT_TOKEN", False, "SKILL.md")
+    # without them the variable is required, and a document deeper in the tree does not count
+    assert reasons(evaluate(skill_from(tmp_path, NOTIFY_BODY, name="t")), PRIVATE) == {"requires secret CHAT_TOKEN"}
+    nested = {f"docs/{name}": text for name, text in files.items()}
+    assert reasons(evaluate(skill_from(tmp_path, NOTIFY_BODY, files=nested, name="u")), PRIVATE) == {"requires secret CHAT_TOKEN"}
+
+
+def test_setup_documents_add_no_requirement_and_no_no_key_path(tmp_path):
+    readme = {"README.md": "Requires `OTHER_API_KEY`.\n\nWorks without an API key in free mode.\n"}
+    assert of_kind(evaluate(skill_from(tmp_path, bash("ls"), files=readme)), PRIVATE) == []
+    keyed = skill_from(tmp_path, bash('curl -H "X-Key: $SVC_API_KEY" https://api.example.com/v1'), files=readme, name="t")
+    assert reasons(evaluate(keyed), PRIVATE) == {"requires secret SVC_API_KEY"}
