@@ -99,6 +99,12 @@ _PROSE_SET_STEP = re.compile(
 _PROSE_NEEDS_NAME = re.compile(
     r"\b(?i:requires?|needs?|you(?:'ll|\s+will)?\s+need)\b[^.;\n]{0,100}?`?\$?\b(?!YOUR_|MY_)([A-Z][A-Z0-9_]*_(?:API_?KEY|KEY|TOKEN|SECRET(?:_KEY)?|PASSWORD))\b"
 )
+# The name first, then the word: "Node.js 18+. OPENAI_API_KEY required.", "`SVC_TOKEN` is required";
+# not a requirement qualified by what it is for, which other lines judge.
+_PROSE_NAME_NEEDED = re.compile(
+    r"`?\$?\b(?!YOUR_|MY_)([A-Z][A-Z0-9_]*_(?:API_?KEY|KEY|TOKEN|SECRET(?:_KEY)?|PASSWORD))\b`?\s+(?:is\s+|are\s+)?(?i:required|needed|mandatory)\b"
+    r"(?!\s+(?i:for|to|when|if|only|with|by)\b)"  # "GIPHY_API_KEY required for `--source giphy`": one mode's key
+)
 # The same statements in the other languages public skills are often written in (Chinese, Japanese,
 # Spanish, Portuguese, French, German): a requirement word and a key noun, or a variable name, close
 # together on one line; a negation there ("不需要", "sin", "ohne") means there is none.
@@ -217,6 +223,9 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
         if m := _PROSE_SET_STEP.match(line):
             for name in dict.fromkeys(_NAME.findall(m.group(1))):
                 out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose"))
+        for m in _PROSE_NAME_NEEDED.finditer(line):
+            if not _NEGATED.search(line[max(0, m.start() - 30):m.end()]):
+                out.append(Requirement(m.group(1), f"requires secret {m.group(1)}", _clip(line), path, first_line + i, "prose"))
         for m in _PROSE_NEEDS_NAME.finditer(line):
             if not _NEGATED.search(line[max(0, m.start() - 30):m.end()]):
                 out.append(Requirement(m.group(1), f"requires secret {m.group(1)}", _clip(line), path, first_line + i, "prose"))

@@ -547,3 +547,17 @@ def test_setup_documents_add_no_requirement_and_no_no_key_path(tmp_path):
     assert of_kind(evaluate(skill_from(tmp_path, bash("ls"), files=readme)), PRIVATE) == []
     keyed = skill_from(tmp_path, bash('curl -H "X-Key: $SVC_API_KEY" https://api.example.com/v1'), files=readme, name="t")
     assert reasons(evaluate(keyed), PRIVATE) == {"requires secret SVC_API_KEY"}
+
+
+@pytest.mark.parametrize(
+    "line, private",
+    [
+        ("Node.js 18+. SQLGEN_API_KEY required.", True),
+        ("`SQLGEN_API_KEY` is required.", True),
+        ("GIFS_API_KEY required for `--source gifs`; the default source needs none.", False),
+        ("SQLGEN_API_KEY not required.", False),
+    ],
+)
+def test_a_credential_named_before_the_requirement_word(tmp_path, line, private):
+    skill = skill_from(tmp_path, bash("npx sqlgen 'monthly totals'") + "\n## Notes\n\n" + line + "\n")
+    assert bool(of_kind(evaluate(skill), PRIVATE)) is private
