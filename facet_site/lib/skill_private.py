@@ -388,6 +388,7 @@ def _accounts_cjk(doc: SkillDoc, out: list[Finding], own: frozenset[str] = froze
         out.append(Finding(PRIVATE, "requires an account or login", clip(m.group(0)), doc.line_no(m.start()), doc.path))
         return
 
+
 def _own_commands(skill: ParsedSkill) -> frozenset[str]:
     """The commands that are the skill's own: its declared binaries, its name and its slug."""
     names = [*skill.required_bins, *skill.any_bins, skill.name or "", skill.slug or ""]

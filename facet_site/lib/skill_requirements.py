@@ -128,7 +128,6 @@ _NEGATED_INTL = re.compile(
 # "该技能必须在 `.env` 中配置以下核心参数才能激活："): the names in the list's items are requirements.
 _LEADS_INTO_LIST = re.compile(r"[:：]\s*(?:\*\*)?\s*$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s+")
-_OPTIONAL_WORD = re.compile(r"optional|可选|可選|任意|オプション|opcional|facultati", re.I)
 # A line that sets a value: `QQ_TOKEN=...`, `export X_KEY=...`, `api_key: ...`, `"token": ...`.
 _SETTING_LINE = re.compile(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*=|^\s*[\"']?[A-Za-z_][\w.-]*[\"']?\s*:\s")
 # A skill's own setup documents beside SKILL.md, at its top level: what they say of a variable SKILL.md
@@ -249,7 +248,7 @@ def _listed_requirements(lead: str, following: list[str], path: str, first_line:
     is negated or says optional. Each item is its own evidence, so a "(optional)" there counts."""
     if not (_NEEDED.search(lead) or re.search(_INTL_NEED, lead, re.I)):
         return []
-    if _NEGATED.search(lead) or _NEGATED_INTL.search(lead) or _OPTIONAL_WORD.search(lead):
+    if _NEGATED.search(lead) or _NEGATED_INTL.search(lead) or OPTIONAL.search(lead):
         return []
     out = []
     for j, item in enumerate(following):
