@@ -45,8 +45,9 @@ second:
   a red cross mark ...): a dropper would have to call itself malicious to its own reader;
 * never under a setup heading (prerequisites, install, setup, quick start, usage), never in a
   script outside a test folder (but for a phrase rule's match quoted as an option's argument in a
-  labelled usage example: `detect.js --text "Ignore all previous instructions"`), never in plain
-  prose, and never for hidden text
+  labelled usage example: `detect.js --text "Ignore all previous instructions"`, and for one
+  alternative of a regular expression in a list named as a scanner's, `DANGEROUS_PATTERNS = [...
+  r"(cookies\.sqlite|Login Data)"`), never in plain prose, and never for hidden text
   (`exemptible = false`: Unicode tags, HTML comments).
 So "this is a detection example" written above a ```bash block or a bare command does nothing.
 Phrase rules (`kind = "text"`: prompt-injection wording, zero-width characters) accept a quoted,
@@ -73,6 +74,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from facet_site.lib.skill_safety_decode import MAX_DECODE_DEPTH, decode_tree
+from facet_site.lib.skill_safety_examples import example_reason
 from facet_site.lib.skillformat.content import EXECUTABLE_KINDS, OPAQUE_ARCHIVE_KINDS, FileContent, named_like_program
 from facet_site.lib.skill_safety_rules import (
     CLEAN, LEVELS, RULES_PATH, SUSPICIOUS, UNSAFE, Rule, RuleFileError, RuleSet, classify_url, load_rules,
@@ -376,7 +378,7 @@ def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
             return  # shown as code, so not hidden from a reader
         if chain and level == UNSAFE and not rs.executes.search(doc.line_text(line_idx)):
             level = SUSPICIOUS  # an encoded payload that nothing on its line runs
-        reason = _example_reason(rs, doc, rule, line_idx, start, end) if rule.exemptible else ""
+        reason = example_reason(rs, doc, rule, line_idx, start, end) if rule.exemptible else ""
         if not reason:
             per_rule[rule.id] = per_rule.get(rule.id, 0) + 1
         out.append(Finding(
@@ -493,97 +495,3 @@ def _any_search(patterns: Iterable[re.Pattern], text: str) -> bool:
 def _cap(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# ---------------------------------------------------------------------------------------------
-# Documented examples
-
-
-def _example_reason(rs: RuleSet, doc: _Doc, rule: Rule, idx: int, start: int | None, end: int | None) -> str:
-    """Why the match at line idx is a documented example, or "" when it may be an instruction."""
-    line = doc.line_text(idx)
-    a, b = (start - doc.starts[idx], end - doc.starts[idx]) if start is not None else (-1, -1)
-    if doc.is_script:
-        if doc.in_test_dir and a >= 0 and _quoted(line, a, b):
-            return "quoted string in a test file"
-        # A detector's usage text shows the phrase as what it is given: `node detect.js --text "Ignore all
-        # previous instructions"` in a comment or help string, labelled as an example or a detection. A
-        # string the program prints or sends has no option before it, so it is still counted.
-        if rule.kind == "text" and a >= 0 and _quoted(line, a, b) and _OPTION_BEFORE_QUOTE.search(line[:a]):
-            before = [doc.line_text(i) for i in range(max(idx - 3, 0), idx)]
-            label = _label(rs.example_labels, [line, *before])
-            return f"quoted argument of an example command labelled {label!r}" if label else ""
-        return ""
-    if doc.is_data:
-        return "data file in a test folder" if doc.in_test_dir else ""
-    if not doc.is_markdown:
-        return ""
-    headings = doc.headings_above(idx)
-    text_rule = rule.kind == "text"
-    if not text_rule and any(rs.setup_headings.search(h) for h in headings):
-        return ""  # commands under Install/Setup are to be run; a quoted phrase there is still a quote
-    fence = doc.fence_at(idx)
-    if fence is not None:
-        open_line, close_line, lang = fence
-        intro = [doc.line_text(i) for i in range(max(open_line - 3, 0), open_line)]
-        if lang in rs.data_fences or (not lang and not doc.fence_has_commands(fence, rs.command_line)):
-            position = f"```{lang or ' (no commands)'} block"
-        elif text_rule:
-            position = f"quoted text in a ```{lang} block"
-        elif lang in rs.program_fences and a >= 0 and _quoted(line, a, b):
-            position = f"quoted string in a ```{lang} block"
-        else:
-            # A block that can be run counts only when introduced as something not to run.
-            label = _label(rs.warning_labels, [*intro, *headings[:1]])
-            return f"```{lang} block introduced as {label!r}" if label else ""
-        inside = [doc.line_text(i) for i in range(max(idx - 3, open_line + 1), idx)]  # comments above the line
-        label = _label(rs.example_labels, [lang, *intro, *inside, *headings])
-        return f"{position} labelled {label!r}" if label else ""
-    quoted = a >= 0 and (_in_code_span(line, a, b) or _quoted(line, a, b) or (text_rule and _bold(line, a, b)))
-    if not quoted:
-        return ""
-    outside = re.sub(r"`[^`]*`|\"[^\"]*\"|“[^”]*”", " ", line)
-    if not text_rule:
-        stripped = line.lstrip()
-        if not (stripped.startswith("|") or re.match(r"(?:[-*+]|\d+[.)])\s", stripped)):
-            return ""
-        if rs.order_words.search(outside):
-            return ""
-    before = [doc.line_text(i) for i in range(max(idx - 3, 0), idx)]
-    label = _label(rs.example_labels, [outside, *before, *headings])
-    return f"quoted in a {'list or table' if not text_rule else 'line'} labelled {label!r}" if label else ""
-
-
-def _label(words: re.Pattern, texts: Iterable[str]) -> str:
-    for t in texts:
-        m = words.search(t or "")
-        if m:
-            return m.group(0)
-    return ""
-
-
-# an option right before the opening quote of the match: `--text "`, `-t '`, `--prompt=\"`
-_OPTION_BEFORE_QUOTE = re.compile(r"\s--?[A-Za-z][\w-]*(?:\s+|=)\\?[\"'][^\"'\n]{0,20}$")
-
-
-def _quoted(line: str, a: int, b: int) -> bool:
-    """The match [a, b) of `line` lies inside one '...', "..." or “...” string."""
-    b = min(b, len(line))
-    left, right = line.rfind("“", 0, a), line.find("”", b)
-    if left >= 0 and right >= 0 and "”" not in line[left:a]:
-        return True
-    for q in ("'", '"'):
-        left = line.rfind(q, 0, a)
-        right = line.find(q, b)
-        if left >= 0 and right >= 0 and line.count(q, 0, left) % 2 == 0 and q not in line[a:b]:
-            return True
-    return False
-
-
-def _bold(line: str, a: int, b: int) -> bool:
-    """The match lies inside a **bold** span: how lists of injection phrases name their entries."""
-    return line.count("**", 0, a) % 2 == 1 and "**" in line[min(b, len(line)):]
-
-
-def _in_code_span(line: str, a: int, b: int) -> bool:
-    return line.count("`", 0, a) % 2 == 1 and "`" in line[min(b, len(line)):]

@@ -74,6 +74,7 @@ class RuleSet:
     throwaway: frozenset[str]  # hosts anyone can point anywhere: shorteners, tunnels, paste and file drops
     example_labels: re.Pattern
     warning_labels: re.Pattern
+    detector_labels: re.Pattern
     command_line: re.Pattern  # a line of a fenced block that is a shell command
     executes: re.Pattern  # a line that runs what it decodes
     setup_headings: re.Pattern
@@ -225,6 +226,7 @@ def _parse_rules(data: dict) -> RuleSet:
     return RuleSet(
         rules=tuple(rules), allowlist=tuple(allow), throwaway=throwaway,
         example_labels=words("example_labels"), warning_labels=words("warning_labels"),
+        detector_labels=words("detector_labels"),
         command_line=re.compile(ctx.get("command_line", "(?!)"), re.IGNORECASE | re.MULTILINE),
         executes=re.compile(ctx.get("executes", "(?!)"), re.IGNORECASE), setup_headings=words("setup_headings"),
         order_words=words("order_words"),

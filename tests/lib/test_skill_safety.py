@@ -510,3 +510,24 @@ def test_the_sample_corpus_scans_quickly_and_rejects_only_the_known_droppers():
     assert [(f.rule_id, f.path) for f in beacon.findings] == [("exfil.covert-beacon", "rules/logic.md")]
     for scanner in ("hichana/one-skill-to-rule-them-all", "oakencore/skillvet", "eltemblor/email-prompt-injection-defense"):
         assert reports[scanner].level == ss.CLEAN, [f.message for f in reports[scanner].findings]
+
+
+def test_a_skills_own_package_checker_lists_what_it_refuses_without_being_held():
+    checker = (
+        "import re\n\n"
+        "SUSPICIOUS_SIGNATURES = [\n"
+        "    (\"remote pipe\", r\"curl\\s+\\S+\\s*\\|\\s*(ba)?sh\"),\n"
+        "    (\"browser store\", r\"(Login Data|cookies\\.sqlite)\"),\n"
+        "]\n"
+    )
+    report = ss.scan_skill({"SKILL.md": "---\nname: pkg\ndescription: d\n---\nRun `python3 scripts/check.py .`.\n",
+                            "scripts/check.py": checker})
+    assert report.level == ss.CLEAN, [f.message for f in report.findings]
+    [example] = report.examples
+    assert (example.rule_id, example.line) == ("exfil.wallet-access", 5)
+    assert example.example_reason == "alternative of a regular expression in a scanner's list (named 'suspicious')"
+    # the same entry in a list with no scanner's name is what a stealer walks the disk for
+    stealer = checker.replace("SUSPICIOUS_SIGNATURES", "TARGETS")
+    held = ss.scan_skill({"SKILL.md": "---\nname: pkg\ndescription: d\n---\nRun `python3 scripts/check.py .`.\n",
+                          "scripts/check.py": stealer})
+    assert held.level == ss.SUSPICIOUS and held.rule_ids == {"exfil.wallet-access"}

@@ -1,0 +1,143 @@
+"""Documented examples: when a rule's match is a quotation, not something to run.
+
+Security skills quote attack strings, and a dropper may call itself an example; `skill_safety`'s
+docstring says which positions count (structure first, words second). This module holds that
+judgement, so the scanner stays about matching.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from facet_site.lib.skill_safety_rules import Rule, RuleSet
+
+__all__ = ["example_reason"]
+
+
+def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, end: int | None) -> str:
+    """Why the match at line idx of `doc` (a `skill_safety._Doc`: one file's lines, fences and
+    headings) is a documented example, or "" when it may be an instruction."""
+    line = doc.line_text(idx)
+    a, b = (start - doc.starts[idx], end - doc.starts[idx]) if start is not None else (-1, -1)
+    if doc.is_script:
+        if doc.in_test_dir and a >= 0 and _quoted(line, a, b):
+            return "quoted string in a test file"
+        # A detector's usage text shows the phrase as what it is given: `node detect.js --text "Ignore all
+        # previous instructions"` in a comment or help string, labelled as an example or a detection. A
+        # string the program prints or sends has no option before it, so it is still counted.
+        if rule.kind == "text" and a >= 0 and _quoted(line, a, b) and _OPTION_BEFORE_QUOTE.search(line[:a]):
+            before = [doc.line_text(i) for i in range(max(idx - 3, 0), idx)]
+            label = _label(rs.example_labels, [line, *before])
+            return f"quoted argument of an example command labelled {label!r}" if label else ""
+        # A scanner's own list of what it looks for: `DANGEROUS_PATTERNS = [ ... r"(cookies\.sqlite|Login
+        # Data)" ...]`. The match is one alternative of a regular expression, which names no file to open,
+        # and the list (or the line) is named as a detector's. A path in a plain string is still counted.
+        if a >= 0 and _regex_alternative(line, a, b):
+            label = _label(rs.detector_labels, [_words_of(t) for t in [line, *_list_heads(doc, idx)]])
+            return f"alternative of a regular expression in a scanner's list (named {label.lower()!r})" if label else ""
+        return ""
+    if doc.is_data:
+        return "data file in a test folder" if doc.in_test_dir else ""
+    if not doc.is_markdown:
+        return ""
+    headings = doc.headings_above(idx)
+    text_rule = rule.kind == "text"
+    if not text_rule and any(rs.setup_headings.search(h) for h in headings):
+        return ""  # commands under Install/Setup are to be run; a quoted phrase there is still a quote
+    fence = doc.fence_at(idx)
+    if fence is not None:
+        open_line, close_line, lang = fence
+        intro = [doc.line_text(i) for i in range(max(open_line - 3, 0), open_line)]
+        if lang in rs.data_fences or (not lang and not doc.fence_has_commands(fence, rs.command_line)):
+            position = f"```{lang or ' (no commands)'} block"
+        elif text_rule:
+            position = f"quoted text in a ```{lang} block"
+        elif lang in rs.program_fences and a >= 0 and _quoted(line, a, b):
+            position = f"quoted string in a ```{lang} block"
+        else:
+            # A block that can be run counts only when introduced as something not to run.
+            label = _label(rs.warning_labels, [*intro, *headings[:1]])
+            return f"```{lang} block introduced as {label!r}" if label else ""
+        inside = [doc.line_text(i) for i in range(max(idx - 3, open_line + 1), idx)]  # comments above the line
+        label = _label(rs.example_labels, [lang, *intro, *inside, *headings])
+        return f"{position} labelled {label!r}" if label else ""
+    quoted = a >= 0 and (_in_code_span(line, a, b) or _quoted(line, a, b) or (text_rule and _bold(line, a, b)))
+    if not quoted:
+        return ""
+    outside = re.sub(r"`[^`]*`|\"[^\"]*\"|“[^”]*”", " ", line)
+    if not text_rule:
+        stripped = line.lstrip()
+        if not (stripped.startswith("|") or re.match(r"(?:[-*+]|\d+[.)])\s", stripped)):
+            return ""
+        if rs.order_words.search(outside):
+            return ""
+    before = [doc.line_text(i) for i in range(max(idx - 3, 0), idx)]
+    label = _label(rs.example_labels, [outside, *before, *headings])
+    return f"quoted in a {'list or table' if not text_rule else 'line'} labelled {label!r}" if label else ""
+
+
+def _label(words: re.Pattern, texts: Iterable[str]) -> str:
+    for t in texts:
+        m = words.search(t or "")
+        if m:
+            return m.group(0)
+    return ""
+
+
+# an option right before the opening quote of the match: `--text "`, `-t '`, `--prompt=\"`
+_OPTION_BEFORE_QUOTE = re.compile(r"\s--?[A-Za-z][\w-]*(?:\s+|=)\\?[\"'][^\"'\n]{0,20}$")
+
+
+def _quoted(line: str, a: int, b: int) -> bool:
+    """The match [a, b) of `line` lies inside one '...', "..." or “...” string."""
+    b = min(b, len(line))
+    left, right = line.rfind("“", 0, a), line.find("”", b)
+    if left >= 0 and right >= 0 and "”" not in line[left:a]:
+        return True
+    for q in ("'", '"'):
+        left = line.rfind(q, 0, a)
+        right = line.find(q, b)
+        if left >= 0 and right >= 0 and line.count(q, 0, left) % 2 == 0 and q not in line[a:b]:
+            return True
+    return False
+
+
+def _regex_alternative(line: str, a: int, b: int) -> bool:
+    """The match [a, b) is one alternative of a regular expression in a quoted string: an
+    unescaped `|` or a group's parenthesis right before or after it."""
+    if not _quoted(line, a, b):
+        return False
+    before, after = line[:a].rstrip(), line[b:].lstrip()
+    opens = before.endswith(("|", "(", "(?:")) and not before.endswith("\\|")
+    closes = after.startswith(("|", ")"))
+    return (opens and closes) or (opens and after[:1] in "\"'") or (closes and before[-1:] in "\"'")
+
+
+# An assignment or a call that opens a list, a table or a pattern: `DANGEROUS_PATTERNS = [`,
+# `const suspicious = {`, `BLOCKLIST: list[str] = (`, `re.compile(`.
+_LIST_HEAD = re.compile(r"^\s*(?:(?:const|let|var|local|my)\s+)?[\w.$@]+\s*(?::[^=\n]{0,80})?=\s*[\[{(]|\bre\.compile\(")
+
+
+def _list_heads(doc, idx: int, reach: int = 40) -> list[str]:
+    """The line that opens the list or assignment line idx is part of, within `reach` lines above."""
+    for i in range(idx - 1, max(idx - reach, 0) - 1, -1):
+        text = doc.line_text(i)
+        if _LIST_HEAD.search(text):
+            return [text]
+        if text and not text[0].isspace() and not text.lstrip().startswith(("#", "//", ")", "]", "}")):
+            return []  # a statement at the left margin: line idx is not inside a list opened above it
+    return []
+
+
+def _words_of(code: str) -> str:
+    """Identifiers read as words: DANGEROUS_PATTERNS and dangerousPatterns -> dangerous patterns."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", code).replace("_", " ")
+
+
+def _bold(line: str, a: int, b: int) -> bool:
+    """The match lies inside a **bold** span: how lists of injection phrases name their entries."""
+    return line.count("**", 0, a) % 2 == 1 and "**" in line[min(b, len(line)):]
+
+
+def _in_code_span(line: str, a: int, b: int) -> bool:
+    return line.count("`", 0, a) % 2 == 1 and "`" in line[min(b, len(line)):]
