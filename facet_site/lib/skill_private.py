@@ -259,9 +259,49 @@ def _secret_requirements(skill: ParsedSkill, docs: list[SkillDoc]) -> skill_requ
                 )
                 found.append(Requirement("API key", "requires an API key or token", clip(body[start:end]),
                                          body_doc.path, body_doc.line_no(start), "code"))
+        found.extend(_script_requirements(skill, body, reported))
     companions = [(f.path, f.text) for f in skill.files
                   if f.text and "/" not in f.path and skill_requirements.COMPANION_DOCUMENTS.match(f.path)]
     return skill_requirements.judge(found, texts=[(d.path, d.first_line, d.text) for d in docs], companions=companions)
+
+
+# A program that cannot run without the variable: Python's `os.environ["X_API_KEY"]` (a KeyError when
+# unset) and the shell's `${X_TOKEN:?message}`.
+_HARD_READS = (
+    ("environ[", re.compile(r"\benviron\[\s*[\"']([A-Z][A-Z0-9_]{2,})[\"']\s*\]")),
+    (":?", re.compile(r"\$\{([A-Z][A-Z0-9_]{2,}):?\?")),
+)
+# ... or that stops with an error naming it: `sys.exit("X_API_KEY is not set")`, `throw new Error("Set
+# X_TOKEN")`, `echo "X_TOKEN missing" >&2; exit 1`.
+_STOPS = re.compile(r"\b(?:raise|throw|die|sys\.exit|process\.exit|exit|abort|fatal|panic|console\.error)\b|>&2|\bstderr\b")
+_SCRIPT_EXT = re.compile(r"\.(?:py|sh|bash|zsh|js|mjs|cjs|ts|rb|pl|php|ps1|go|lua)$", re.I)
+
+
+def _script_requirements(skill: ParsedSkill, body: str, reported: set[str]) -> list[Requirement]:
+    """Secrets that a program SKILL.md runs (named there by its path or file name) cannot run
+    without. A variable a program merely reads may be one of several modes' keys; these are not."""
+    out = []
+    for f in skill.files:
+        if not f.text or not _SCRIPT_EXT.search(f.path):
+            continue
+        name_of_file = f.path.rsplit("/", 1)[-1]
+        if f.path not in body and not re.search(rf"(?<![\w.-]){re.escape(name_of_file)}\b", body):
+            continue
+        lines = f.text.split("\n")
+        hits: dict[str, int] = {}
+        for needle, pattern in _HARD_READS:
+            if needle in f.text:
+                for m in pattern.finditer(f.text):
+                    hits.setdefault(m.group(1), f.text.count("\n", 0, m.start()))
+        for i, line in enumerate(lines):
+            if _STOPS.search(line):
+                for name in re.findall(r"[\"'`]\s*[^\"'`\n]{0,80}?\b([A-Z][A-Z0-9_]{2,})\b", line):
+                    hits.setdefault(name, i)
+        for name, i in sorted(hits.items(), key=lambda kv: kv[1]):
+            if name not in reported and _is_secret_name(name):
+                reported.add(name)
+                out.append(Requirement(name, f"requires secret {name}", clip(lines[i]), f.path, i + 1, "code"))
+    return out
 
 
 def requirements(skill: ParsedSkill) -> skill_requirements.Requirements:

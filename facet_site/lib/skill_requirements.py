@@ -65,6 +65,7 @@ _KEY_NOUN = r"(?:api[ _-]?keys?|access[ _-]tokens?|auth(?:entication)?[ _-]token
 _KEY_NOUN_ANY = re.compile(_KEY_NOUN + r"|\bapi\s?-?key\b", re.I)
 _NEEDED = re.compile(r"\b(?:required|requires?|mandatory|must|needs?|needed)\b", re.I)
 FENCE_LINE = re.compile(r"^\s{0,3}(?:```|~~~)")
+_FENCE_OPEN = re.compile(r"^\s{0,3}(?:```|~~~)\s*([\w+-]*)")
 _PROSE_ENV = re.compile(
     r"\b(?i:needs?|requires?|required)\s+(?i:env(?:ironment)?(?:\s+var(?:iable)?s?)?)\s*:\s*"
     r"((?:`?[A-Z][A-Z0-9_]{2,}`?(?:\s*,\s*|\s+and\s+|\s+)?)+)"
@@ -105,6 +106,19 @@ _PROSE_NAME_NEEDED = re.compile(
     r"`?\$?\b(?!YOUR_|MY_)([A-Z][A-Z0-9_]*_(?:API_?KEY|KEY|TOKEN|SECRET(?:_KEY)?|PASSWORD))\b`?\s+(?:is\s+|are\s+)?(?i:required|needed|mandatory)\b"
     r"(?!\s+(?i:for|to|when|if|only|with|by)\b)"  # "GIPHY_API_KEY required for `--source giphy`": one mode's key
 )
+# What the skill says a credential must hold, or that it checks is there: "`HOSPITABLE_TOKEN` must contain
+# the token body only", "Verify `SVC_API_KEY` is available in the environment". Both take it as given.
+# "... must be set when using --cloud" is one mode's key, which other lines judge.
+_PROSE_NAME_MUST = re.compile(
+    r"`?\$?\b(?!YOUR_|MY_)([A-Z][A-Z0-9_]*_(?:API_?KEY|KEY|TOKEN|SECRET(?:_KEY)?|PASSWORD))\b`?\s+(?i:must)\s+"
+    r"(?i:contain|hold|include|start\s+with|be\s+(?:set|exported|provided|configured|defined|available|present|valid))\b"
+    r"(?!\s+(?i:for|when|if|only|with|by|in\s+(?:cloud|remote|server)\s+mode)\b)"
+    r"|\b(?i:verify|check|ensure|make\s+sure|confirm)\s+(?i:that\s+)?`?\$?\b(?!YOUR_|MY_)([A-Z][A-Z0-9_]*_(?:API_?KEY|KEY|TOKEN|SECRET(?:_KEY)?|PASSWORD))\b`?"
+    r"\s+(?i:is|are)\s+(?i:set|available|exported|present|configured|defined|loaded)\b"
+)
+# "Check that GITHUB_TOKEN is set, otherwise skip the upload": the check leads to a way on without it.
+_WITHOUT_IT = re.compile(r"\b(?:otherwise|else|if\s+not|if\s+(?:it\s+is\s+)?(?:missing|unset|absent))\b[^.;\n]{0,40}?"
+                         r"\b(?:skip|fall\s*back|continue|proceed|use\s+the\s+(?:free|public|anonymous)|anonymous)", re.I)
 # The same statements in the other languages public skills are often written in (Chinese, Japanese,
 # Spanish, Portuguese, French, German): a requirement word and a key noun, or a variable name, close
 # together on one line; a negation there ("不需要", "sin", "ohne") means there is none.
@@ -127,6 +141,15 @@ _NEGATED_INTL = re.compile(
 # A line that says what follows is needed and leads into a list ("Required environment variables:",
 # "该技能必须在 `.env` 中配置以下核心参数才能激活："): the names in the list's items are requirements.
 _LEADS_INTO_LIST = re.compile(r"[:：]\s*(?:\*\*)?\s*$")
+# A heading that names the credentials the skill runs with ("## Credentials", "## Authentication",
+# "### API keys") or what it needs ("## Prerequisites", "## Requirements", "## Before you start"): the
+# secrets listed right under it are what it runs with, unless an item says optional. Not
+# "## Environment variables" or "## Configuration": there skills list every variable a tool reads
+# (NOMAD_TOKEN beside NOMAD_REGION), needed or not.
+_CREDENTIALS_HEADING = re.compile(
+    r"^\s{0,3}#{1,6}\s+(?:\W\s*)?(?:credentials|authentication|auth|secrets|api\s+keys?|access\s+tokens?"
+    r"|prerequisites?|requirements|before\s+you\s+(?:start|begin)|what\s+you(?:'ll)?\s+need|前置条件|前提条件|准备工作|依赖)\s*:?\s*$", re.I)
+_CONDITION = re.compile(r"`\s+(?:\(\s*)?(?:if|when|unless|only\s+(?:if|when|for))\b|(?:如果|若|仅当|仅在)", re.I)
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s+")
 # A line that sets a value: `QQ_TOKEN=...`, `export X_KEY=...`, `api_key: ...`, `"token": ...`.
 _SETTING_LINE = re.compile(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*=|^\s*[\"']?[A-Za-z_][\w.-]*[\"']?\s*:\s")
@@ -193,7 +216,13 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
     out: list[Requirement] = []
     required_column = -1  # index of the Required column of the table being read, or -1
     lines = _lines(body)
+    quoted_document = False  # inside a ```markdown block: a template shown for other skills, not this one speaking
     for i, line in enumerate(lines):
+        if fence := _FENCE_OPEN.match(line):
+            quoted_document = not quoted_document and fence.group(1).lower() in ("markdown", "md")
+            continue
+        if quoted_document:
+            continue
         if row := _TABLE_ROW.match(line):
             cells = row.group(1).split("|")
             if _TABLE_RULE.match(line):
@@ -213,7 +242,7 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
                                                required=False, optional_because="its table row says it is not required"))
             continue
         required_column = -1
-        if _LEADS_INTO_LIST.search(line):
+        if _LEADS_INTO_LIST.search(line) or _CREDENTIALS_HEADING.match(line):
             out.extend(_listed_requirements(line, lines[i + 1:i + 16], path, first_line + i + 1))
         for m in _PROSE_SET.finditer(line):
             name = m.group(1) or m.group(2)
@@ -225,6 +254,10 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
         for m in _PROSE_NAME_NEEDED.finditer(line):
             if not _NEGATED.search(line[max(0, m.start() - 30):m.end()]):
                 out.append(Requirement(m.group(1), f"requires secret {m.group(1)}", _clip(line), path, first_line + i, "prose"))
+        for m in _PROSE_NAME_MUST.finditer(line):
+            name = m.group(1) or m.group(2)
+            if not _NEGATED.search(line[max(0, m.start() - 30):m.end()]) and not _WITHOUT_IT.search(line, m.end()):
+                out.append(Requirement(name, f"requires secret {name}", _clip(line), path, first_line + i, "prose"))
         for m in _PROSE_NEEDS_NAME.finditer(line):
             if not _NEGATED.search(line[max(0, m.start() - 30):m.end()]):
                 out.append(Requirement(m.group(1), f"requires secret {m.group(1)}", _clip(line), path, first_line + i, "prose"))
@@ -246,7 +279,7 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
 def _listed_requirements(lead: str, following: list[str], path: str, first_line: int) -> list[Requirement]:
     """The names in the list under a lead-in line that says they are needed; nothing when the lead-in
     is negated or says optional. Each item is its own evidence, so a "(optional)" there counts."""
-    if not (_NEEDED.search(lead) or re.search(_INTL_NEED, lead, re.I)):
+    if not (_NEEDED.search(lead) or re.search(_INTL_NEED, lead, re.I) or _CREDENTIALS_HEADING.match(lead)):
         return []
     if _NEGATED.search(lead) or _NEGATED_INTL.search(lead) or OPTIONAL.search(lead):
         return []
@@ -256,6 +289,8 @@ def _listed_requirements(lead: str, following: list[str], path: str, first_line:
             continue  # a blank line between the lead-in and its list
         if not _LIST_ITEM.match(item):
             break
+        if _CONDITION.search(item):
+            continue  # "`NOMAD_TOKEN` if ACLs are enabled": needed in some setups, which the item names
         for name in dict.fromkeys(re.findall(r"`\$?([A-Z][A-Z0-9_]{2,})`", item)):
             out.append(Requirement(name, f"requires secret {name}", _clip(item), path, first_line + j, "prose"))
     return out

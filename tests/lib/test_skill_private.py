@@ -561,3 +561,90 @@ def test_setup_documents_add_no_requirement_and_no_no_key_path(tmp_path):
 def test_a_credential_named_before_the_requirement_word(tmp_path, line, private):
     skill = skill_from(tmp_path, bash("npx sqlgen 'monthly totals'") + "\n## Notes\n\n" + line + "\n")
     assert bool(of_kind(evaluate(skill), PRIVATE)) is private
+
+
+@pytest.mark.parametrize(
+    "line, private",
+    [
+        ("- `RENTALS_TOKEN` must contain the token body only, without a `Bearer ` prefix.", True),
+        ("1. Verify `RENTALS_TOKEN` is available in the environment without printing it.", True),
+        ("Make sure RENTALS_API_KEY is set; if not, ask the user for it.", True),
+        ("Check that RENTALS_TOKEN is set, otherwise skip the upload and print the listing.", False),
+        ("`RENTALS_TOKEN` must be set when using `--sync`; listing works without it.", False),
+        ("`RENTALS_TOKEN` must not be committed to the repository.", False),
+    ],
+)
+def test_what_a_credential_must_hold_or_a_check_that_it_is_set_takes_it_as_given(tmp_path, line, private):
+    skill = skill_from(tmp_path, bash("python3 scripts/rentals.py list") + "\n## Notes\n\n" + line + "\n")
+    assert bool(of_kind(evaluate(skill), PRIVATE)) is private
+
+
+def test_a_markdown_template_shown_for_other_skills_states_no_requirement_of_this_one(tmp_path):
+    body = bash("python3 scripts/lint_skill.py path/to/skill") + (
+        "\n## Documenting dependencies\n\nA skill that needs a key should say so:\n\n"
+        "```markdown\n## Requirements\n- `jq`\n- Environment variable `SERVICE_API_KEY` must be set\n```\n"
+    )
+    skill = skill_from(tmp_path, body)
+    assert of_kind(evaluate(skill), PRIVATE) == []
+    same_words = skill_from(tmp_path, bash("python3 scripts/lint_skill.py path/to/skill")
+                            + "\n## Requirements\n\n- Environment variable `SERVICE_API_KEY` must be set\n", name="t")
+    assert reasons(evaluate(same_words), PRIVATE) == {"requires secret SERVICE_API_KEY"}
+
+
+def test_secrets_listed_under_a_credentials_heading_are_required_but_not_under_environment_variables(tmp_path):
+    steps = bash("python3 scripts/tickets.py list --state open")
+    creds = skill_from(tmp_path, steps + "\n## Credentials\n\n- `TICKETS_INSTANCE` - your instance URL\n"
+                       "- `TICKETS_USER`\n- `TICKETS_PASSWORD`\n")
+    assert reasons(evaluate(creds), PRIVATE) == {"requires secret TICKETS_PASSWORD"}
+    # a tool's reference list of what it reads: the token is there for clusters with ACLs, not for this skill
+    env = skill_from(tmp_path, steps + "\n## Environment Variables\n\n- `TICKETS_ADDR` - API address\n"
+                     "- `TICKETS_TOKEN` - ACL token for authentication\n- `TICKETS_REGION` - default region\n", name="t")
+    assert of_kind(evaluate(env), PRIVATE) == []
+    optional = skill_from(tmp_path, steps + "\n## Authentication\n\n- `TICKETS_TOKEN` (optional, for private queues)\n", name="u")
+    assert of_kind(evaluate(optional), PRIVATE) == []
+
+
+_RUN_SCRIPT = bash("python3 scripts/summarise.py --days 7")
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "import os, requests\nKEY = os.environ[\"DIGEST_API_KEY\"]\nrequests.get('https://api.example.com/v1', headers={'k': KEY})\n",
+        "import os, sys\nkey = os.getenv('DIGEST_API_KEY')\nif not key:\n    sys.exit('DIGEST_API_KEY is not set')\n",
+        "#!/usr/bin/env bash\n: \"${DIGEST_TOKEN:?set DIGEST_TOKEN first}\"\ncurl -s -H \"Authorization: Bearer $DIGEST_TOKEN\" https://api.example.com/v1\n",
+    ],
+)
+def test_a_secret_the_skills_own_script_cannot_run_without_is_required(tmp_path, script):
+    name = "scripts/summarise.sh" if script.startswith("#!") else "scripts/summarise.py"
+    body = _RUN_SCRIPT.replace("python3 scripts/summarise.py", "bash scripts/summarise.sh") if name.endswith(".sh") else _RUN_SCRIPT
+    skill = skill_from(tmp_path, body, files={name: script})
+    [hit] = of_kind(evaluate(skill), PRIVATE)
+    assert hit.reason.startswith("requires secret DIGEST_") and hit.path == name and hit.line >= 2
+
+
+@pytest.mark.parametrize(
+    "script, body",
+    [
+        # read with a default, or one provider's key among several: the script runs without it
+        ("import os\nKEY = os.getenv('DIGEST_API_KEY', '')\nheaders = {'k': KEY} if KEY else {}\n", _RUN_SCRIPT),
+        # a script SKILL.md never runs
+        ("import os\nKEY = os.environ['DIGEST_API_KEY']\n", bash("jq '.items | length' feed.json")),
+        # the skill says the key is optional
+        ("import os, sys\nkey = os.getenv('DIGEST_API_KEY')\nif not key:\n    sys.exit('DIGEST_API_KEY is not set')\n",
+         _RUN_SCRIPT + "\n`DIGEST_API_KEY` is optional: without it the digest uses the public feed.\n"),
+    ],
+)
+def test_a_secret_a_script_can_do_without_is_not_required(tmp_path, script, body):
+    skill = skill_from(tmp_path, body, files={"scripts/summarise.py": script})
+    assert of_kind(evaluate(skill), PRIVATE) == []
+
+
+def test_secrets_listed_under_a_prerequisites_heading_are_required_unless_the_item_names_a_condition(tmp_path):
+    steps = bash("node scripts/calendar.js list")
+    needed = skill_from(tmp_path, steps + "\n## Prerequisites\n\n- `chat-common` installed with valid `CHAT_APP_ID` "
+                        "and `CHAT_APP_SECRET`.\n")
+    assert reasons(evaluate(needed), PRIVATE) == {"requires secret CHAT_APP_SECRET"}
+    conditional = skill_from(tmp_path, steps + "\n## Requirements\n\n- `calendar` CLI installed\n"
+                             "- `CAL_TOKEN` if ACLs are enabled on your server\n", name="t")
+    assert of_kind(evaluate(conditional), PRIVATE) == []
