@@ -108,6 +108,9 @@ _ACCOUNT_WORDS = tuple(
 _LOGIN_NOUNS = ("account", "subscription", "log", "sign")
 # `rbw login`, `$ gkeep login you@example.com`, `gh auth login`, `sudo tailscale login`; not a comment
 _LOGIN_COMMAND = re.compile(r"^\s*(?:\$\s+)?(?:sudo\s+)?[A-Za-z][\w.-]*\s+(?:auth\s+)?login\b(?![^\n]*--help)")
+# The same command in an inline code span, on a line that orders it or says it is needed
+_LOGIN_SPAN = re.compile(r"`(?:\$\s+)?(?:sudo\s+)?[A-Za-z][\w.-]*\s+(?:auth\s+)?login\b[^`\n]*`")
+_LOGIN_ORDER = re.compile(r"\b(?:run|first|make\s+sure|must|before|prerequisites?|requires?|required|needs?|completed|once)\b", re.I)
 # A declared variable that names whose account the skill works in (M365_TENANT_ID, TESLA_EMAIL): a
 # task cannot have that account, though the variable is no secret.
 _ACCOUNT_ID_NAME = re.compile(r"(?:^|_)(?:TENANT|ACCOUNT|ORG|ORGANIZATION|WORKSPACE|CLIENT)_?ID$|(?:^|_)(?:USERNAME|EMAIL|LOGIN)$")
@@ -154,7 +157,9 @@ _FREE_OF_PAYMENT = re.compile(
 _PAID_BEFORE = re.compile(r"\b(?:paid|premium|pro|plus|business|enterprise)\s+$")
 _REQUIRE_BEFORE = re.compile(
     r"\b(?:requires?|need(?:s|ed)?|must\s+have|you'?ll\s+need|must(?:\s+be)?|(?:need|have)\s+to(?:\s+be)?|requires?\s+you\s+to(?:\s+be)?"
-    r"|only\s+(?:for|with|on)|exclusive\s+to|available\s+(?:only\s+)?(?:on|with|to|for))"
+    r"|only\s+(?:for|with|on)|exclusive\s+to|available\s+(?:only\s+)?(?:on|with|to|for)"
+    # "Requires the Codex CLI, authenticated with your ChatGPT account"
+    r"|authenticated\s+(?:with|to|via|using)|(?:signed|logged)\s+in\s+(?:with|to|into|using|via))"
     r"\s+(?:an?\s+|your\s+)?(?:[\w.-]+\s+){0,3}$"
 )
 _DEPENDS_AFTER = re.compile(r"^\)?\s*(?:is\s+|are\s+)?(?:required|needed)\b")
@@ -368,6 +373,10 @@ def _login_commands(doc: SkillDoc, out: list[Finding]) -> None:
                 return
         elif line.strip():
             last_prose = line
+            # "Make sure you are logged in: run `codex login` first.", "Prerequisite: `gh auth login` completed."
+            if _LOGIN_SPAN.search(line) and _LOGIN_ORDER.search(line) and not skill_requirements.OPTIONAL.search(line):
+                out.append(Finding(PRIVATE, "requires an account or login", clip(line.strip()), doc.line_no(pos), doc.path))
+                return
         pos += len(line) + 1
 
 

@@ -648,3 +648,18 @@ def test_secrets_listed_under_a_prerequisites_heading_are_required_unless_the_it
     conditional = skill_from(tmp_path, steps + "\n## Requirements\n\n- `calendar` CLI installed\n"
                              "- `CAL_TOKEN` if ACLs are enabled on your server\n", name="t")
     assert of_kind(evaluate(conditional), PRIVATE) == []
+
+
+@pytest.mark.parametrize(
+    "line, private",
+    [
+        ("Requires the Codex CLI, authenticated with your ChatGPT account.", True),
+        ("Make sure you are logged in: run `codex login` first.", True),
+        ("Prerequisite: `gh auth login` completed.", True),
+        ("`gh auth login` is optional: public repositories work without it.", False),
+        ("The `login` subcommand of `codex` exists; this skill never calls it.", False),
+    ],
+)
+def test_a_sign_in_stated_in_prose_or_an_inline_login_command_is_a_login(tmp_path, line, private):
+    skill = skill_from(tmp_path, bash("codex exec 'fix the failing test'") + "\n" + line + "\n")
+    assert bool(of_kind(evaluate(skill), PRIVATE)) is private
