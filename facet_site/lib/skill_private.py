@@ -159,7 +159,9 @@ _REQUIRE_BEFORE = re.compile(
     r"\b(?:requires?|need(?:s|ed)?|must\s+have|you'?ll\s+need|must(?:\s+be)?|(?:need|have)\s+to(?:\s+be)?|requires?\s+you\s+to(?:\s+be)?"
     r"|only\s+(?:for|with|on)|exclusive\s+to|available\s+(?:only\s+)?(?:on|with|to|for)"
     # "Requires the Codex CLI, authenticated with your ChatGPT account"
-    r"|authenticated\s+(?:with|to|via|using)|(?:signed|logged)\s+in\s+(?:with|to|into|using|via))"
+    r"|authenticated\s+(?:with|to|via|using)|(?:signed|logged)\s+in\s+(?:with|to|into|using|via)"
+    # "Ensure you have a Zu.lk account or are ready to sign in via Google"
+    r"|(?:ensure|make\s+sure)\s+(?:that\s+)?you(?:'ve|\s+have))"
     r"\s+(?:an?\s+|your\s+)?(?:[\w.-]+\s+){0,3}$"
 )
 _DEPENDS_AFTER = re.compile(r"^\)?\s*(?:is\s+|are\s+)?(?:required|needed)\b")

@@ -75,7 +75,10 @@ _PROSE_KEY = re.compile(
     rf"|\b(?:requires?|needs?|you(?:'ll|\s+will)?\s+need|must\s+(?:have|set|provide|supply))\s+(?:an?\s+|your\s+|the\s+)?"
     rf"(?:[\w.-]+\s+){{0,2}}?{_KEY_NOUN}\b"
     rf"|\b{_KEY_NOUN}\s+(?:is|are)\s+(?:required|mandatory|needed)\b"
-    rf"|\b(?:create|generate|obtain|get|grab|request)\s+(?:an?\s+|your\s+(?:own\s+)?|the\s+)?(?:[\w.-]+\s+){{0,2}}?{_KEY_NOUN}\b",
+    rf"|\b(?:create|generate|obtain|get|grab|request|copy|paste)\s+(?:an?\s+|your\s+(?:own\s+)?|the\s+)?(?:[\w.-]+\s+){{0,2}}?{_KEY_NOUN}\b"
+    # a heading over the steps that get one: "## Getting Your API Key", "### Obtaining an access token"
+    rf"|^\s{{0,3}}#{{1,6}}\s+(?:\W\s*)?(?:\d+[.)]\s+)?(?:get(?:ting)?|obtain(?:ing)?|creat(?:e|ing)|generat(?:e|ing))\s+"
+    rf"(?:an?\s+|your\s+(?:own\s+)?|the\s+)?(?:[\w.-]+\s+){{0,2}}?{_KEY_NOUN}\s*$",
     re.I,
 )
 # "you must set `NOTION_TOKEN`", "make sure to export X", "save it as `X`": a named variable the

@@ -663,3 +663,18 @@ def test_secrets_listed_under_a_prerequisites_heading_are_required_unless_the_it
 def test_a_sign_in_stated_in_prose_or_an_inline_login_command_is_a_login(tmp_path, line, private):
     skill = skill_from(tmp_path, bash("codex exec 'fix the failing test'") + "\n" + line + "\n")
     assert bool(of_kind(evaluate(skill), PRIVATE)) is private
+
+
+@pytest.mark.parametrize(
+    "text, private",
+    [
+        ("## Setup\n\n1. Ensure you have a Shortly account or are ready to sign in via Google.\n", True),
+        ("## Getting Your API Key\n\n1. Go to https://dash.example.com\n2. Sign up\n", True),
+        ("## Setup\n\n1. Open the dashboard.\n2. Copy your API key from the settings page.\n", True),
+        ("## Setup\n\nEnsure you have `jq` installed.\n", False),
+        ("## Getting started\n\nRun the command below.\n", False),
+    ],
+)
+def test_an_account_to_have_ready_or_a_key_to_get_or_copy_is_required(tmp_path, text, private):
+    skill = skill_from(tmp_path, bash("node scripts/shorten.js https://example.com/a") + "\n" + text)
+    assert bool(of_kind(evaluate(skill), PRIVATE)) is private
