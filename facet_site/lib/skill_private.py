@@ -83,6 +83,8 @@ _STARTS_SERVER = re.compile(
     r"|\bflask\s+run\b|\brails\s+s(?:erver)?\b|\bphp\s+-S\b|\bdocker(?:\s+compose|-compose)?\s+(?:run|up)\b|--port\b"
     r"|\bollama\s+serve\b|\bjupyter\b|\bstreamlit\s+run\b|\bnext\s+dev\b|\bvite\b|\bhugo\s+server\b|\bhttp-server\b"
     r"|\bnpx\s+serve\b|\bnode\s+[\w./-]*server\b|\bmanage\.py\s+runserver\b|\blisten\(\s*\d+"
+    # the skill's own program in server mode: `python run.py --serve`, `./tool serve --port`
+    r"|\b(?:python3?|node|uv\s+run|\./)\s*[\w./-]+\.(?:py|js|mjs|ts)\s+(?:--)?serve\b"
     # a library that starts its own local service: Dask's cluster dashboard, Ray, Gradio and Flask apps
     r"|\bLocalCluster\(|\bdashboard_address\b|\bdiagnostics_port\b|\bray\.init\(|\.launch\(|\bapp\.run\(",
     re.I,
@@ -343,12 +345,17 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
                     )
                 if starts_server:
                     continue  # the skill runs its own local server; a container can do the same
+            if _REFUSED_HOST.search(doc.text[max(0, doc.line_at(m.start())[0] - 300):doc.line_at(m.start())[1]]):
+                continue  # a URL the skill's own guard must turn away (an SSRF test), not a host it uses
             out.append(Finding(PRIVATE, "uses a private network host", clip(m.group(0)), doc.line_no(m.start()), doc.path))
     for doc in docs:
         _accounts(doc, out, own)
         _accounts_cjk(doc, out, own)
     _login_commands(docs[1], out)
     _payments(docs, out)
+    _auto_pay(skill, out)
+    for doc in docs:
+        _cloud_logins(doc, out)
     names = list(skill.required_env) + [v.get("name", "") for v in skill.env_vars if isinstance(v, dict)]
     for name in dict.fromkeys(n for n in names if n and _ACCOUNT_ID_NAME.search(n)):
         pos = docs[0].text.find(name)
@@ -469,6 +476,46 @@ def _created_by_own_command(doc: SkillDoc, wording: str, line_end: int, own: fro
         first = words[0].lower() if words else ""
         return first in own or bool(_OWN_SCRIPT.match(first))
     return False
+
+
+# Wording around a private URL that says the skill refuses it: "# security tests (should be rejected)",
+# "安全验证测试（应被拒绝）", "blocked as SSRF".
+_REFUSED_HOST = re.compile(r"\bssrf\b|\b(?:should|must)\s+be\s+(?:rejected|refused|blocked|denied)\b|应被拒绝|应拒绝|应拦截", re.I)
+# A request that approves its own payment: `"auto_pay": true` (the safety scan's payment.auto-pay holds it too).
+_AUTO_PAY = re.compile(r"\bauto[_-]?pay\\?[\"']?\s*[:=]\s*\\?[\"']?(?:true|yes|1)\b|--auto-?pay\b(?!\s*=?\s*(?:false|no|0)\b)", re.I)
+
+
+# A cloud provider's command-line tool set up with the user's credentials: "`aws` CLI configured with
+# appropriate IAM permissions", "gcloud authenticated", "AWS credentials". The account is the user's.
+_CLOUD_LOGIN = re.compile(
+    r"\b(?:aws|gcloud|az|azure|doctl|oci|aliyun|tccli|ibmcloud)`?\s*(?:cli\b)?`?[^\n.;]{0,20}?\b(?:configured|authenticated|logged\s+in|signed\s+in)\b",
+    re.I)
+_NEEDS = re.compile(r"\b(?:requires?|required|needs?|must|prerequisites?)\b", re.I)
+
+
+def _cloud_logins(doc: SkillDoc, out: list[Finding]) -> None:
+    """A cloud CLI set up with the user's credentials, in a Requirements/Prerequisites section or on a
+    line that says it is needed (not "Verify the AWS CLI is configured" in a troubleshooting example)."""
+    for m in _CLOUD_LOGIN.finditer(doc.text):
+        line_start, line_end = doc.line_at(m.start())
+        line = doc.text[line_start:line_end]
+        if skill_requirements.OPTIONAL.search(line) or _NEGATION_BEFORE.search(doc.text[line_start:m.start()]):
+            continue
+        in_requirements = doc.markdown and any(_REQUIREMENTS_HEADING.search(h) for h in doc.headings_above(m.start())[:1])
+        if not (in_requirements or _NEEDS.search(line)):
+            continue
+        out.append(Finding(PRIVATE, "requires an account or login", clip(line.strip()), doc.line_no(m.start()), doc.path))
+        return
+
+
+def _auto_pay(skill: ParsedSkill, out: list[Finding]) -> None:
+    """A program or SKILL.md command that pays by itself for each call: the user's money, which a task cannot have."""
+    for f in skill.files:
+        if f.text and _SCRIPT_EXT.search(f.path) and (m := _AUTO_PAY.search(f.text)):
+            line = f.text.count("\n", 0, m.start())
+            out.append(Finding(PRIVATE, "pays per call from a funded wallet", clip(f.text.split("\n")[line].strip()),
+                               line + 1, f.path))
+            return
 
 
 def _payments(docs: list[SkillDoc], out: list[Finding]) -> None:

@@ -128,7 +128,7 @@ _WITHOUT_IT = re.compile(r"\b(?:otherwise|else|if\s+not|if\s+(?:it\s+is\s+)?(?:m
 _INTL_NEED = (r"(?:需要|必须|必需|必填|请(?:先)?(?:设置|配置|填写|提供)|务必|必要|必須|設定してください"
               r"|necesitas?|requiere|obligatori[oa]|debes|precisa|nécessite|obligatoire|vous\s+devez|il\s+faut"
               r"|benötigt|erforderlich|musst|müssen)")
-_INTL_KEY = (r"(?:API\s?-?(?:Key|密钥|キー|Schlüssel)|密钥|秘钥|访问令牌|令牌|アクセストークン"
+_INTL_KEY = (r"(?:API\s?-?(?:Key|密钥|キー|Schlüssel)|AccessKey|访问密钥|密钥|秘钥|访问令牌|令牌|アクセストークン"
              r"|clave\s+(?:de\s+)?(?:la\s+)?API|chave\s+(?:de\s+)?API|clé\s+(?:d['’]\s?)?API|token\s+de\s+acceso)")
 _INTL_GET = r"(?:申请|获取|注册|创建|生成|取得|発行|obt[eé]n|obtener|crea|crear|obtenez|créez|obtenha|crie|erstellen?|besorgen?)"
 _PROSE_KEY_INTL = re.compile(
