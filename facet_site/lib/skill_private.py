@@ -78,6 +78,15 @@ _PRIVATE_HOST = re.compile(
     re.I,
 )
 _LOOPBACK = re.compile(r"^(?:localhost|127\.|\[::1\])", re.I)
+# A device or server on the user's network given by address, not URL: `"ip": "192.168.x.x"`,
+# `export PRINTER_IP=192.168.1.50`, `--device 10.0.0.7`, `adb connect 192.168.1.5:5555`. The address
+# may be a placeholder ("x"); a network range (`192.168.1.0/24`) is not a host.
+_LAN_OCTET = r"(?:\.(?:\d{1,3}|[xX*]{1,3}))"
+_LAN_DEVICE = re.compile(
+    r"(?:\b(?:ip|host|address|addr|device|printer|server|[A-Z][A-Z0-9]*_(?:IP|HOST|ADDR(?:ESS)?))[\"']?\s*[:=]\s*[\"']?"
+    r"|--(?:ip|host|device|address|addr|printer)[= ]\s*[\"']?|\badb\s+(?:connect|pair)\s+)"
+    rf"(?P<host>(?:192\.168{_LAN_OCTET}{{2}}|10{_LAN_OCTET}{{3}}|172\.(?:1[6-9]|2\d|3[01]){_LAN_OCTET}{{2}}))(?![\w.]|/\d)",
+    re.I)
 _STARTS_SERVER = re.compile(
     r"\b(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:dev|start|serve|preview)\b|\bpython3?\s+-m\s+http\.server\b|\buvicorn\b|\bgunicorn\b"
     r"|\bflask\s+run\b|\brails\s+s(?:erver)?\b|\bphp\s+-S\b|\bdocker(?:\s+compose|-compose)?\s+(?:run|up)\b|--port\b"
@@ -345,9 +354,13 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
                     )
                 if starts_server:
                     continue  # the skill runs its own local server; a container can do the same
-            if _REFUSED_HOST.search(doc.text[max(0, doc.line_at(m.start())[0] - 300):doc.line_at(m.start())[1]]):
+            if _refused(doc, m.start()):
                 continue  # a URL the skill's own guard must turn away (an SSRF test), not a host it uses
             out.append(Finding(PRIVATE, "uses a private network host", clip(m.group(0)), doc.line_no(m.start()), doc.path))
+    for doc in docs:
+        if (m := next((m for m in _LAN_DEVICE.finditer(doc.text) if not _refused(doc, m.start())), None)):
+            out.append(Finding(PRIVATE, "uses a private network host", clip(line_of(doc, m.start()).strip()),
+                               doc.line_no(m.start()), doc.path))
     for doc in docs:
         _accounts(doc, out, own)
         _accounts_cjk(doc, out, own)
@@ -481,6 +494,12 @@ def _created_by_own_command(doc: SkillDoc, wording: str, line_end: int, own: fro
 # Wording around a private URL that says the skill refuses it: "# security tests (should be rejected)",
 # "安全验证测试（应被拒绝）", "blocked as SSRF".
 _REFUSED_HOST = re.compile(r"\bssrf\b|\b(?:should|must)\s+be\s+(?:rejected|refused|blocked|denied)\b|应被拒绝|应拒绝|应拦截", re.I)
+def _refused(doc: SkillDoc, pos: int) -> bool:
+    """The address at `pos` is one the skill says it turns away: its line or the few lines above say so."""
+    line_start, line_end = doc.line_at(pos)
+    return bool(_REFUSED_HOST.search(doc.text[max(0, line_start - 300):line_end]))
+
+
 # A request that approves its own payment: `"auto_pay": true` (the safety scan's payment.auto-pay holds it too).
 _AUTO_PAY = re.compile(r"\bauto[_-]?pay\\?[\"']?\s*[:=]\s*\\?[\"']?(?:true|yes|1)\b|--auto-?pay\b(?!\s*=?\s*(?:false|no|0)\b)", re.I)
 

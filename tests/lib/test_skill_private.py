@@ -377,3 +377,30 @@ def test_the_skills_own_server_mode_and_ssrf_test_urls_are_no_private_hosts(tmp_
     assert of_kind(evaluate(ssrf), PRIVATE) == []
     uses_lan = skill_from(tmp_path, bash("curl http://192.168.1.20:8123/api/states"), name="u")
     assert reasons(evaluate(uses_lan), PRIVATE) == {"uses a private network host"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "```json\n{\"name\": \"Living Room\", \"ip\": \"192.168.x.x\"}\n```\n",
+        "```bash\nexport PRINTER_IP=192.168.1.50\n```\n",
+        "Check it with `./run status --device 192.168.4.64 --port 5555`.\n",
+        "```bash\nadb connect 10.0.0.7:5555\n```\n",
+    ],
+)
+def test_a_device_on_the_users_network_given_by_address_is_a_private_host(tmp_path, text):
+    skill = skill_from(tmp_path, bash("./run play --title 'News'") + "\n" + text)
+    assert reasons(evaluate(skill), PRIVATE) == {"uses a private network host"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "```bash\nnmap -sn 192.168.1.0/24\n```\n",
+        "Allow the office range in the firewall: `ufw allow from 10.0.0.0/8`.\n",
+        "```bash\n# security checks (should be rejected)\n./run fetch --host 192.168.1.1\n```\n",
+    ],
+)
+def test_network_ranges_and_refused_addresses_are_not_devices(tmp_path, text):
+    skill = skill_from(tmp_path, bash("./run play --title 'News'") + "\n" + text)
+    assert of_kind(evaluate(skill), PRIVATE) == []
