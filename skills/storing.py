@@ -130,13 +130,16 @@ def level_with_filters(report: skill_safety.SafetyReport, findings) -> str:
 def taint_publishers() -> list[int]:
     """Every current clean skill of a publisher with an unsafe current skill becomes suspicious
     (held when it was accepted), unless a reviewer cleared it. Returns the ids changed."""
-    owners = set(Skill.objects.current().exclude(owner="").filter(safety_level=SafetyLevel.UNSAFE)
-                 .values_list("owner", flat=True))
+    unsafe: dict[str, list[str]] = {}  # owner -> keys of their unsafe skills, a security tool's test samples left out
+    for owner, key, provenance in (Skill.objects.current().exclude(owner="").filter(safety_level=SafetyLevel.UNSAFE)
+                                   .values_list("owner", "key", "provenance")):
+        provenance = provenance or {}
+        if not skill_publishers.is_test_fixture(provenance.get("path") or key, provenance.get("parent_key")):
+            unsafe.setdefault(owner, []).append(key)
     changed = []
-    for skill in (Skill.objects.current().filter(owner__in=owners, safety_level=SafetyLevel.CLEAN)
+    for skill in (Skill.objects.current().filter(owner__in=unsafe, safety_level=SafetyLevel.CLEAN)
                   .exclude(safety_review=SafetyReview.CLEARED).only("id", "owner", "safety_report", "status")):
-        siblings = sorted(Skill.objects.current().filter(owner=skill.owner, safety_level=SafetyLevel.UNSAFE)
-                          .values_list("key", flat=True))[:5]
+        siblings = sorted(unsafe[skill.owner])[:5]
         report = dict(skill.safety_report or {"level": "clean", "findings": [], "examples": []})
         report["findings"] = [*report.get("findings", []), skill_publishers.taint_finding(skill.owner, siblings).to_dict()]
         report["level"] = SafetyLevel.SUSPICIOUS

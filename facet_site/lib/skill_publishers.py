@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from facet_site.lib.skill_safety import SUSPICIOUS, UNSAFE, Finding, SafetyReport, worst_level
+from facet_site.lib.skill_safety import SUSPICIOUS, UNSAFE, Finding, SafetyReport, load_rules, worst_level
 
-__all__ = ["PUBLISHER_RULE_ID", "publishers_to_taint", "apply_publisher_taint", "taint_finding"]
+__all__ = ["PUBLISHER_RULE_ID", "publishers_to_taint", "apply_publisher_taint", "taint_finding", "is_test_fixture"]
 
 PUBLISHER_RULE_ID = "publisher.unsafe-sibling"
 _EXCERPT_CHARS = 160  # as a finding's excerpt in skill_safety
@@ -51,6 +51,20 @@ def apply_publisher_taint(
         note = taint_finding(owner, unsafe_siblings)
         out[key] = replace(report, level=worst_level((report.level, SUSPICIOUS)), findings=(*report.findings, note))
     return out
+
+
+def is_test_fixture(key: str, parent_key: str | None) -> bool:
+    """A skill nested in a test folder of another skill (`scanner/test-fixtures/dropper`, the rule file's
+    `test_dirs`) is that skill's test data, such as a security tool's malicious sample. It is scanned
+    and rejected like any skill, but it says nothing of its publisher. `key` is the skill's path in
+    its source (provenance "path"; a key such as "src:owner/slug/..." is read the same way) and
+    `parent_key` the enclosing skill's (provenance "parent_key")."""
+    path = key.split(":", 1)[1] if ":" in key.split("/", 1)[0] else key  # "clawhub:owner/slug/..." -> "owner/slug/..."
+    parent = parent_key.split(":", 1)[1] if parent_key and ":" in parent_key.split("/", 1)[0] else parent_key
+    if not parent or not path.startswith(parent + "/"):
+        return False
+    test_dirs = load_rules().test_dirs
+    return any(part.lower() in test_dirs for part in path[len(parent) + 1:].split("/")[:-1])
 
 
 def taint_finding(owner: str, unsafe_siblings: list[str]) -> Finding:

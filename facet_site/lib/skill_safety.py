@@ -47,7 +47,7 @@ second:
   script outside a test folder (but for a phrase rule's match quoted as an option's argument in a
   labelled usage example: `detect.js --text "Ignore all previous instructions"`, and for one
   alternative of a regular expression in a list named as a scanner's, `DANGEROUS_PATTERNS = [...
-  r"(cookies\.sqlite|Login Data)"`), never in plain prose, and never for hidden text
+  r"(cookies\\.sqlite|Login Data)"`), never in plain prose, and never for hidden text
   (`exemptible = false`: Unicode tags, HTML comments).
 So "this is a detection example" written above a ```bash block or a bare command does nothing.
 Phrase rules (`kind = "text"`: prompt-injection wording, zero-width characters) accept a quoted,
@@ -74,7 +74,7 @@ from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from facet_site.lib.skill_safety_decode import MAX_DECODE_DEPTH, decode_tree
-from facet_site.lib.skill_safety_examples import example_reason
+from facet_site.lib.skill_safety_examples import example_reason, in_code_span
 from facet_site.lib.skillformat.content import EXECUTABLE_KINDS, OPAQUE_ARCHIVE_KINDS, FileContent, named_like_program
 from facet_site.lib.skill_safety_rules import (
     CLEAN, LEVELS, RULES_PATH, SUSPICIOUS, UNSAFE, Rule, RuleFileError, RuleSet, classify_url, load_rules,
@@ -374,8 +374,10 @@ def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
         if key in seen or per_rule.get(rule.id, 0) >= _MAX_PER_RULE_AND_FILE:
             return
         seen.add(key)
-        if rule.outside_fences and doc.fence_at(line_idx) is not None:
-            return  # shown as code, so not hidden from a reader
+        if rule.outside_fences and (doc.fence_at(line_idx) is not None or (
+                doc.is_markdown and start is not None and in_code_span(doc.line_text(line_idx), start - doc.starts[line_idx],
+                                                                      end - doc.starts[line_idx]))):
+            return  # shown as code (a fenced block or an inline `span`), so not hidden from a reader
         if chain and level == UNSAFE and not rs.executes.search(doc.line_text(line_idx)):
             level = SUSPICIOUS  # an encoded payload that nothing on its line runs
         reason = example_reason(rs, doc, rule, line_idx, start, end) if rule.exemptible else ""

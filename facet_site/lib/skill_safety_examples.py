@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from facet_site.lib.skill_safety_rules import Rule, RuleSet
 
-__all__ = ["example_reason"]
+__all__ = ["example_reason", "in_code_span"]
 
 
 def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, end: int | None) -> str:
@@ -32,7 +32,11 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
         # A scanner's own list of what it looks for: `DANGEROUS_PATTERNS = [ ... r"(cookies\.sqlite|Login
         # Data)" ...]`. The match is one alternative of a regular expression, which names no file to open,
         # and the list (or the line) is named as a detector's. A path in a plain string is still counted.
-        if a >= 0 and _regex_alternative(line, a, b):
+        # ... and a pattern or message in a detector's table of rules: `{ regex: /disregard\\s+previous/gi,
+        # msg: 'Disregard previous instructions', severity: 'critical' }` (a phrase rule's match in any quoted
+        # string of such a line; any rule's match in a regular expression literal).
+        if a >= 0 and (_regex_alternative(line, a, b) or _in_regex_literal(line, a, b)
+                       or (rule.kind == "text" and _quoted(line, a, b))):
             label = _label(rs.detector_labels, [_words_of(t) for t in [line, *_list_heads(doc, idx)]])
             return f"alternative of a regular expression in a scanner's list (named {label.lower()!r})" if label else ""
         return ""
@@ -61,7 +65,7 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
         inside = [doc.line_text(i) for i in range(max(idx - 3, open_line + 1), idx)]  # comments above the line
         label = _label(rs.example_labels, [lang, *intro, *inside, *headings])
         return f"{position} labelled {label!r}" if label else ""
-    quoted = a >= 0 and (_in_code_span(line, a, b) or _quoted(line, a, b) or (text_rule and _bold(line, a, b)))
+    quoted = a >= 0 and (in_code_span(line, a, b) or _quoted(line, a, b) or (text_rule and _bold(line, a, b)))
     if not quoted:
         return ""
     outside = re.sub(r"`[^`]*`|\"[^\"]*\"|“[^”]*”", " ", line)
@@ -113,6 +117,12 @@ def _regex_alternative(line: str, a: int, b: int) -> bool:
     return (opens and closes) or (opens and after[:1] in "\"'") or (closes and before[-1:] in "\"'")
 
 
+def _in_regex_literal(line: str, a: int, b: int) -> bool:
+    """The match [a, b) lies in a JavaScript-style regular expression literal: `/ignore\\s+previous/gi`."""
+    opening = re.search(r"(?:^|[=:(,\[!&|?]\s*)/(?![/*])[^/\n]*$", line[:a])
+    return bool(opening) and bool(re.match(r"[^\n]*?(?<!\\)/[dgimsuvy]*\s*[,;)\]}]", line[b:]))
+
+
 # An assignment or a call that opens a list, a table or a pattern: `DANGEROUS_PATTERNS = [`,
 # `const suspicious = {`, `BLOCKLIST: list[str] = (`, `re.compile(`.
 _LIST_HEAD = re.compile(r"^\s*(?:(?:const|let|var|local|my)\s+)?[\w.$@]+\s*(?::[^=\n]{0,80})?=\s*[\[{(]|\bre\.compile\(")
@@ -139,5 +149,5 @@ def _bold(line: str, a: int, b: int) -> bool:
     return line.count("**", 0, a) % 2 == 1 and "**" in line[min(b, len(line)):]
 
 
-def _in_code_span(line: str, a: int, b: int) -> bool:
+def in_code_span(line: str, a: int, b: int) -> bool:
     return line.count("`", 0, a) % 2 == 1 and "`" in line[min(b, len(line)):]

@@ -488,3 +488,23 @@ def test_a_dropper_in_the_middle_of_a_padded_script_is_found_at_ingest_and_kept_
     skill = current("mallory/csv-pro")
     assert skill.safety_level == SafetyLevel.UNSAFE
     assert any(f["rule_id"] == "dropper.pipe-to-shell" and f["line"] == line for f in skill.safety_report["findings"])
+
+
+def test_a_security_tools_malicious_test_samples_do_not_taint_its_publisher(tmp_path):
+    scanner = write_skill(tmp_path, "carol/skill-scanner", CSV_SKILL, meta("carol", "skill-scanner"))
+    # the scanner's own test data: a dropper-shaped skill it must catch, nested in its test folder with the
+    # registry metadata such a sample is copied with
+    write_skill(scanner, "test-fixtures/dropper-sample", DROPPER, meta("carol", "dropper-sample"))
+    write_skill(tmp_path, "carol/sqlite-report", SQLITE_SKILL, meta("carol", "sqlite-report"))
+    ingest(tmp_path)
+
+    sample = Skill.objects.current().get(name="weather-helper", owner="carol")
+    assert sample.safety_level == SafetyLevel.UNSAFE and sample.status == SkillStatus.REJECTED
+    assert sample.provenance["parent_key"] == "carol/skill-scanner"
+    for key in ("carol/skill-scanner", "carol/sqlite-report"):
+        assert current(key).status == SkillStatus.ACCEPTED, key
+
+    # the same dropper published as a skill of its own still taints every other skill of the publisher
+    write_skill(tmp_path / "later", "carol/weather-helper", DROPPER, meta("carol", "weather-helper"))
+    ingest(tmp_path / "later")
+    assert current("carol/sqlite-report").status == SkillStatus.HELD
