@@ -431,7 +431,8 @@ def _accounts(doc: SkillDoc, out: list[Finding], own: frozenset[str] = frozenset
             continue  # "plan", "tier" alone are not a dependence
         need = _REQUIRE_BEFORE.search(before)
         required_after = _DEPENDS_AFTER.match(after) or (paid and _ONLY_AFTER.match(after)) or _FIRST_AFTER.match(after)
-        in_requirements = doc.markdown and any(_REQUIREMENTS_HEADING.search(h) for h in doc.headings_above(m.start()))
+        in_requirements = doc.markdown and (any(_REQUIREMENTS_HEADING.search(h) for h in doc.headings_above(m.start()))
+                                            or _under_needs_lead_in(doc, line_start))
         if not (need or required_after or in_requirements):
             continue
         if _NEGATION_BEFORE.search(before) or _NEGATION_AFTER.search(after):
@@ -442,6 +443,27 @@ def _accounts(doc: SkillDoc, out: list[Finding], own: frozenset[str] = frozenset
         start = m.start() - len(before) + (need.start() if need else paid.start() if paid else len(before))
         end = m.end() + (required_after.end() if required_after else 0)
         out.append(Finding(PRIVATE, reason, clip(doc.text[start:end]), doc.line_no(m.start()), doc.path))
+
+
+# "**You'll need:**" over "- **Active Claude subscription** (Pro, Max, Team)": a list item under a lead-in
+# that says what follows is needed.
+_NEEDS_LEAD_IN = re.compile(r"(?:you(?:'ll|\s+will)?\s+need|requirements?|prerequisites?|required|before\s+you\s+(?:start|begin))"
+                            r"[^\n]{0,20}?[:：]\s*(?:\*\*)?\s*$", re.I)
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s")
+
+
+def _under_needs_lead_in(doc: SkillDoc, line_start: int) -> bool:
+    """The line at `line_start` is an item of a list whose lead-in line says what follows is needed."""
+    if not _ITEM.match(doc.text[line_start:line_start + 12]):
+        return False
+    pos = line_start
+    for _ in range(12):
+        pos, text = doc.previous_line(pos)
+        if pos < 0:
+            return False
+        if not _ITEM.match(text):
+            return bool(_NEEDS_LEAD_IN.search(text))
+    return False
 
 
 def _accounts_cjk(doc: SkillDoc, out: list[Finding], own: frozenset[str] = frozenset()) -> None:

@@ -404,3 +404,11 @@ def test_a_device_on_the_users_network_given_by_address_is_a_private_host(tmp_pa
 def test_network_ranges_and_refused_addresses_are_not_devices(tmp_path, text):
     skill = skill_from(tmp_path, bash("./run play --title 'News'") + "\n" + text)
     assert of_kind(evaluate(skill), PRIVATE) == []
+
+
+def test_an_account_listed_under_a_lead_in_that_says_it_is_needed_is_required(tmp_path):
+    lead = "\n**You'll need:**\n- **macOS 13 or later** with Keychain access\n- **Active Claude subscription** (Pro or Max)\n"
+    skill = skill_from(tmp_path, bash("./refresh-token.sh") + lead)
+    assert reasons(evaluate(skill), PRIVATE) == {"requires an account or login"}
+    optional = lead.replace("**You'll need:**", "**Nice to have:**")
+    assert of_kind(evaluate(skill_from(tmp_path, bash("./refresh-token.sh") + optional, name="t")), PRIVATE) == []
