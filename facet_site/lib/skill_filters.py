@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from facet_site.lib import skill_private, skill_steps
 from facet_site.lib.skill_findings import (
-    KINDS, NON_ACTIONABLE, PRIVATE, UNREADABLE, UNSAFE, Finding, SkillDoc, cautioned, clip, skill_md_docs,
+    KINDS, NON_ACTIONABLE, PRIVATE, UNREADABLE, UNSAFE, Finding, SkillDoc, cautioned, clip, is_program, skill_md_docs,
 )
 from facet_site.lib.skill_private import requirements
 from facet_site.lib.skillformat import ParsedSkill, markdown
@@ -46,7 +46,6 @@ from facet_site.lib.skillformat import ParsedSkill, markdown
 __all__ = ["Finding", "KINDS", "UNREADABLE", "UNSAFE", "PRIVATE", "NON_ACTIONABLE", "evaluate", "requirements"]
 
 _MAX_PER_REASON = 3
-_SCRIPT_EXTS = frozenset({"sh", "bash", "zsh", "py", "js", "mjs", "cjs", "ts", "rb", "pl", "php", "ps1", "go", "lua"})
 _WINDOW_AFTER = 5  # lines after a credential read in which a network send counts as exfiltration
 
 
@@ -185,7 +184,7 @@ def evaluate(skill: ParsedSkill) -> list[Finding]:
     scripts = [
         SkillDoc(f.path, f.text, 1, markdown=False)
         for f in skill.files
-        if f.text and (f.path.rsplit(".", 1)[-1].lower() in _SCRIPT_EXTS or f.text.startswith("#!"))
+        if f.text and is_program(f.path, f.text)
     ]
     for doc in docs + scripts:
         _unsafe(doc, findings)
@@ -230,10 +229,7 @@ def _unsafe(doc: SkillDoc, out: list[Finding]) -> None:
 def _actionable(skill: ParsedSkill) -> bool:
     if skill.required_bins or skill.any_bins or skill.install:
         return True
-    if any(
-        f.path.rsplit(".", 1)[-1].lower() in _SCRIPT_EXTS or (f.text or "").startswith("#!")
-        for f in skill.files
-    ):
+    if any(is_program(f.path, f.text) for f in skill.files):
         return True
     known = _COMMON_CLIS | set(skill.tools)
     if any(_runnable(block, known) for block in skill.code_blocks):

@@ -174,3 +174,13 @@ def line_of(doc: SkillDoc, pos: int) -> str:
 def clip(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 1] + "…"
+
+
+# The extensions of the programs a skill ships (the filters' unsafe rules and the private verdicts
+# read these files; the safety scan has its own list in safety_rules.toml).
+SCRIPT_EXTS = frozenset({"sh", "bash", "zsh", "py", "js", "mjs", "cjs", "ts", "rb", "pl", "php", "ps1", "go", "lua"})
+
+
+def is_program(path: str, text: str | None) -> bool:
+    """A supporting file that is a program: a script extension or a `#!` line."""
+    return path.rsplit(".", 1)[-1].lower() in SCRIPT_EXTS or (text or "").startswith("#!")

@@ -28,8 +28,9 @@ from __future__ import annotations
 import re
 
 from facet_site.lib import skill_requirements
-from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, line_of, skill_md_docs
+from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, is_program, line_of, skill_md_docs
 from facet_site.lib.skill_requirements import Requirement
+from facet_site.lib.skill_safety_rules import load_rules
 from facet_site.lib.skillformat import ParsedSkill
 
 _SECRET_PARTS = frozenset({"KEY", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS",
@@ -292,7 +293,6 @@ _HARD_READS = (
 # ... or that stops with an error naming it: `sys.exit("X_API_KEY is not set")`, `throw new Error("Set
 # X_TOKEN")`, `echo "X_TOKEN missing" >&2; exit 1`.
 _STOPS = re.compile(r"\b(?:raise|throw|die|sys\.exit|process\.exit|exit|abort|fatal|panic|console\.error)\b|>&2|\bstderr\b")
-_SCRIPT_EXT = re.compile(r"\.(?:py|sh|bash|zsh|js|mjs|cjs|ts|rb|pl|php|ps1|go|lua)$", re.I)
 
 
 def _script_requirements(skill: ParsedSkill, body: str, reported: set[str]) -> list[Requirement]:
@@ -300,7 +300,7 @@ def _script_requirements(skill: ParsedSkill, body: str, reported: set[str]) -> l
     without. A variable a program merely reads may be one of several modes' keys; these are not."""
     out = []
     for f in skill.files:
-        if not f.text or not _SCRIPT_EXT.search(f.path):
+        if not f.text or not is_program(f.path, f.text):
             continue
         name_of_file = f.path.rsplit("/", 1)[-1]
         if f.path not in body and not re.search(rf"(?<![\w.-]){re.escape(name_of_file)}\b", body):
@@ -522,8 +522,9 @@ def _refused(doc: SkillDoc, pos: int) -> bool:
     return bool(_REFUSED_HOST.search(doc.text[max(0, line_start - 300):line_end]))
 
 
-# A request that approves its own payment: `"auto_pay": true` (the safety scan's payment.auto-pay holds it too).
-_AUTO_PAY = re.compile(r"\bauto[_-]?pay\\?[\"']?\s*[:=]\s*\\?[\"']?(?:true|yes|1)\b|--auto-?pay\b(?!\s*=?\s*(?:false|no|0)\b)", re.I)
+# A request that approves its own payment (`"auto_pay": true`): the safety rule payment.auto-pay's patterns, read from the rule file
+# so the two verdicts cannot drift apart.
+_AUTO_PAY_RULE = "payment.auto-pay"
 
 
 # A cloud provider's command-line tool set up with the user's credentials: "`aws` CLI configured with
@@ -550,9 +551,12 @@ def _cloud_logins(doc: SkillDoc, out: list[Finding]) -> None:
 
 
 def _auto_pay(skill: ParsedSkill, out: list[Finding]) -> None:
-    """A program or SKILL.md command that pays by itself for each call: the user's money, which a task cannot have."""
+    """A program that pays by itself for each call: the user's money, which a task cannot have."""
+    auto_pay = next(r.patterns for r in load_rules().rules if r.id == _AUTO_PAY_RULE)
     for f in skill.files:
-        if f.text and _SCRIPT_EXT.search(f.path) and (m := _AUTO_PAY.search(f.text)):
+        if not (f.text and is_program(f.path, f.text)):
+            continue
+        if m := next((m for p in auto_pay for m in [p.search(f.text)] if m), None):
             line = f.text.count("\n", 0, m.start())
             out.append(Finding(PRIVATE, "pays per call from a funded wallet", clip(f.text.split("\n")[line].strip()),
                                line + 1, f.path))
