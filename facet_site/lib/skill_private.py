@@ -179,7 +179,6 @@ _REQUIRE_BEFORE = re.compile(
 _DEPENDS_AFTER = re.compile(r"^\)?\s*(?:is\s+|are\s+)?(?:required|needed)\b")
 _ONLY_AFTER = re.compile(r"^\s*only\b")
 _FIRST_AFTER = re.compile(r"^\s*(?:first|beforehand|before\s+(?:using|running|you\s+start))\b(?!\s*\?)")  # "sign in with your account first"
-_REQUIREMENTS_HEADING = re.compile(r"requirement|prerequisite|what you(?:'ll)? need|before you (?:start|begin)", re.I)
 _NEGATION_BEFORE = re.compile(r"\b(?:no|not|without|free|never|don'?t|doesn'?t|isn'?t)\b[^.\n]{0,40}$", re.I)
 _NEGATION_AFTER = re.compile(r"^[^.\n]{0,30}\b(?:not\s+(?:required|needed|necessary)|optional|needed\?\s*no)\b", re.I)
 
@@ -431,7 +430,7 @@ def _accounts(doc: SkillDoc, out: list[Finding], own: frozenset[str] = frozenset
             continue  # "plan", "tier" alone are not a dependence
         need = _REQUIRE_BEFORE.search(before)
         required_after = _DEPENDS_AFTER.match(after) or (paid and _ONLY_AFTER.match(after)) or _FIRST_AFTER.match(after)
-        in_requirements = doc.markdown and (any(_REQUIREMENTS_HEADING.search(h) for h in doc.headings_above(m.start()))
+        in_requirements = doc.markdown and (any(skill_requirements.NEEDS_HEADING.search(h) for h in doc.headings_above(m.start()))
                                             or _under_needs_lead_in(doc, line_start))
         if not (need or required_after or in_requirements):
             continue
@@ -445,24 +444,17 @@ def _accounts(doc: SkillDoc, out: list[Finding], own: frozenset[str] = frozenset
         out.append(Finding(PRIVATE, reason, clip(doc.text[start:end]), doc.line_no(m.start()), doc.path))
 
 
-# "**You'll need:**" over "- **Active Claude subscription** (Pro, Max, Team)": a list item under a lead-in
-# that says what follows is needed.
-_NEEDS_LEAD_IN = re.compile(r"(?:you(?:'ll|\s+will)?\s+need|requirements?|prerequisites?|required|before\s+you\s+(?:start|begin))"
-                            r"[^\n]{0,20}?[:：]\s*(?:\*\*)?\s*$", re.I)
-_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s")
-
-
 def _under_needs_lead_in(doc: SkillDoc, line_start: int) -> bool:
     """The line at `line_start` is an item of a list whose lead-in line says what follows is needed."""
-    if not _ITEM.match(doc.text[line_start:line_start + 12]):
+    if not skill_requirements.LIST_ITEM.match(doc.text[line_start:line_start + 12]):
         return False
     pos = line_start
     for _ in range(12):
         pos, text = doc.previous_line(pos)
         if pos < 0:
             return False
-        if not _ITEM.match(text):
-            return bool(_NEEDS_LEAD_IN.search(text))
+        if not skill_requirements.LIST_ITEM.match(text):
+            return bool(skill_requirements.NEEDS_LEAD_IN.search(text))
     return False
 
 
@@ -532,7 +524,6 @@ _AUTO_PAY_RULE = "payment.auto-pay"
 _CLOUD_LOGIN = re.compile(
     r"\b(?:aws|gcloud|az|azure|doctl|oci|aliyun|tccli|ibmcloud)`?\s*(?:cli\b)?`?[^\n.;]{0,20}?\b(?:configured|authenticated|logged\s+in|signed\s+in)\b",
     re.I)
-_NEEDS = re.compile(r"\b(?:requires?|required|needs?|must|prerequisites?)\b", re.I)
 
 
 def _cloud_logins(doc: SkillDoc, out: list[Finding]) -> None:
@@ -543,8 +534,8 @@ def _cloud_logins(doc: SkillDoc, out: list[Finding]) -> None:
         line = doc.text[line_start:line_end]
         if skill_requirements.OPTIONAL.search(line) or _NEGATION_BEFORE.search(doc.text[line_start:m.start()]):
             continue
-        in_requirements = doc.markdown and any(_REQUIREMENTS_HEADING.search(h) for h in doc.headings_above(m.start())[:1])
-        if not (in_requirements or _NEEDS.search(line)):
+        in_requirements = doc.markdown and any(skill_requirements.NEEDS_HEADING.search(h) for h in doc.headings_above(m.start())[:1])
+        if not (in_requirements or skill_requirements.NEEDED.search(line)):
             continue
         out.append(Finding(PRIVATE, "requires an account or login", clip(line.strip()), doc.line_no(m.start()), doc.path))
         return

@@ -63,7 +63,14 @@ _KEY_NOUN = r"(?:api[ _-]?keys?|access[ _-]tokens?|auth(?:entication)?[ _-]token
 # An unnamed key ("get your API key at ...") is optional where a line naming a key says so ("With
 # an API key (for higher limits):") and no line naming a key says it is needed.
 _KEY_NOUN_ANY = re.compile(_KEY_NOUN + r"|\bapi\s?-?key\b", re.I)
-_NEEDED = re.compile(r"\b(?:required|requires?|mandatory|must|needs?|needed)\b", re.I)
+# The one vocabulary of need, for credentials here and for accounts and logins in skill_private: a word
+# that says something is needed; the words of a heading (or a list's lead-in) over what a skill
+# needs; a line ending in a colon that leads into such a list ("**You'll need:**", "Required:").
+NEEDED = re.compile(r"\b(?:required|requires?|mandatory|must|needs?|needed|prerequisites?)\b", re.I)
+_NEEDS_WORDS = (r"prerequisites?|requirements?|before\s+you\s+(?:start|begin)|what\s+you(?:'ll|\s+will)?\s+need"
+                r"|前置条件|前提条件|准备工作|依赖")
+NEEDS_HEADING = re.compile(_NEEDS_WORDS, re.I)
+NEEDS_LEAD_IN = re.compile(rf"(?:you(?:'ll|\s+will)?\s+need|required|{_NEEDS_WORDS})[^\n]{{0,20}}?[:：]\s*(?:\*\*)?\s*$", re.I)
 FENCE_LINE = re.compile(r"^\s{0,3}(?:```|~~~)")
 _FENCE_OPEN = re.compile(r"^\s{0,3}(?:```|~~~)\s*([\w+-]*)")
 _PROSE_ENV = re.compile(
@@ -150,10 +157,10 @@ _LEADS_INTO_LIST = re.compile(r"[:：]\s*(?:\*\*)?\s*$")
 # "## Environment variables" or "## Configuration": there skills list every variable a tool reads
 # (NOMAD_TOKEN beside NOMAD_REGION), needed or not.
 _CREDENTIALS_HEADING = re.compile(
-    r"^\s{0,3}#{1,6}\s+(?:\W\s*)?(?:credentials|authentication|auth|secrets|api\s+keys?|access\s+tokens?"
-    r"|prerequisites?|requirements|before\s+you\s+(?:start|begin)|what\s+you(?:'ll)?\s+need|前置条件|前提条件|准备工作|依赖)\s*:?\s*$", re.I)
+    rf"^\s{{0,3}}#{{1,6}}\s+(?:\W\s*)?(?:credentials|authentication|auth|secrets|api\s+keys?|access\s+tokens?|{_NEEDS_WORDS})\s*:?\s*$",
+    re.I)
 _CONDITION = re.compile(r"`\s+(?:\(\s*)?(?:if|when|unless|only\s+(?:if|when|for))\b|(?:如果|若|仅当|仅在)", re.I)
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s+")
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s+")
 # A line that sets a value: `QQ_TOKEN=...`, `export X_KEY=...`, `api_key: ...`, `"token": ...`.
 _SETTING_LINE = re.compile(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*=|^\s*[\"']?[A-Za-z_][\w.-]*[\"']?\s*:\s")
 # A skill's own setup documents beside SKILL.md, at its top level: what they say of a variable SKILL.md
@@ -282,7 +289,7 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
 def _listed_requirements(lead: str, following: list[str], path: str, first_line: int) -> list[Requirement]:
     """The names in the list under a lead-in line that says they are needed; nothing when the lead-in
     is negated or says optional. Each item is its own evidence, so a "(optional)" there counts."""
-    if not (_NEEDED.search(lead) or re.search(_INTL_NEED, lead, re.I) or _CREDENTIALS_HEADING.match(lead)):
+    if not (NEEDED.search(lead) or re.search(_INTL_NEED, lead, re.I) or _CREDENTIALS_HEADING.match(lead)):
         return []
     if _NEGATED.search(lead) or _NEGATED_INTL.search(lead) or OPTIONAL.search(lead):
         return []
@@ -290,7 +297,7 @@ def _listed_requirements(lead: str, following: list[str], path: str, first_line:
     for j, item in enumerate(following):
         if not item.strip() and not j:
             continue  # a blank line between the lead-in and its list
-        if not _LIST_ITEM.match(item):
+        if not LIST_ITEM.match(item):
             break
         if _CONDITION.search(item):
             continue  # "`NOMAD_TOKEN` if ACLs are enabled": needed in some setups, which the item names
@@ -370,7 +377,7 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]],
                 last_prose = line if line.rstrip().endswith((":", "：")) and not line.lstrip().startswith("|") else ""
     own_paths = {path for path, _, _ in texts}
     key_lines = [ln for p, _, ln in lines if p in own_paths and _KEY_NOUN_ANY.search(ln)]
-    needed = any(_NEEDED.search(ln) and not (OPTIONAL.search(ln) or NO_KEY_PATH.search(ln) or _NEGATED.search(ln))
+    needed = any(NEEDED.search(ln) and not (OPTIONAL.search(ln) or NO_KEY_PATH.search(ln) or _NEGATED.search(ln))
                  for ln in key_lines)
     key_lines_if_optional = [] if needed else key_lines
     items = []

@@ -185,6 +185,8 @@ def test_a_setup_step_that_exports_named_secrets_requires_them(tmp_path):
         ("**Required:**", "TUNNEL_AUTHTOKEN"),
         ("该技能必须在 `.env` 中配置以下参数才能运行：", "MAIL_SMTP_PASSWORD"),
         ("You need these environment variables:", "MAIL_SMTP_PASSWORD"),
+        # the account rules' lead-in words are the same vocabulary (skill_requirements.NEEDS_LEAD_IN)
+        ("**Prerequisites:**", "TUNNEL_AUTHTOKEN"),
     ],
 )
 def test_names_listed_under_a_line_that_says_they_are_needed_are_required(tmp_path, lead, name):
