@@ -19,6 +19,8 @@ account or login. The rules keep false positives low, simply and explainably:
   command in a code block, or a declared variable naming an account (X_TENANT_ID, X_EMAIL), is one too.
   The same in Chinese and Japanese: an account or login word with a requirement word ("需要登录",
   "アカウントが必要"), a QR-code sign-in ("扫码登录"), or an account pairing step ("完成账号配对").
+* The user's own mailbox or chats on their Mac (Mail.app, Messages: scripting them, their stores under
+  ~/Library, or the app named as what the skill works on) are accounts a task cannot have.
 * Paying per call: a skill that spends from the user's wallet (x402 or micropayments, "fund your
   wallet", "paid via x402") needs money a task cannot have, unless a wallet is said to be optional
   or a free mode exists.
@@ -368,6 +370,7 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
     _auto_pay(skill, out)
     for doc in docs:
         _cloud_logins(doc, out)
+    _personal_stores(skill, docs, out)
     names = list(skill.required_env) + [v.get("name", "") for v in skill.env_vars if isinstance(v, dict)]
     for name in dict.fromkeys(n for n in names if n and _ACCOUNT_ID_NAME.search(n)):
         pos = docs[0].text.find(name)
@@ -517,6 +520,28 @@ def _refused(doc: SkillDoc, pos: int) -> bool:
 # A request that approves its own payment (`"auto_pay": true`): the safety rule payment.auto-pay's patterns, read from the rule file
 # so the two verdicts cannot drift apart.
 _AUTO_PAY_RULE = "payment.auto-pay"
+
+
+# The user's own mailbox or chats on their Mac: Mail.app and Messages hold the mail and chat accounts the
+# user signed into, which a task cannot have (nor the Mac they run on). Scripting the app, its stores on
+# disk, or the app named as what the skill works on all count.
+_PERSONAL_STORE = re.compile(
+    r'\btell\s+application\s+"(?:Mail|Messages)"|~?/Library/(?:Mail|Messages)\b|\bEnvelope\s+Index\b|\bchat\.db\b'
+    r"|\b(?:Apple\s+)?(?:Mail|Messages)\.app\b")
+
+
+def _personal_stores(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding]) -> None:
+    """A skill that reads or sends the user's own mail or chats through Mail.app or Messages."""
+    texts = [doc for doc in docs if doc.text]
+    texts += [SkillDoc(f.path, f.text, 1, markdown=False) for f in skill.files if f.text and is_program(f.path, f.text)]
+    for doc in texts:
+        for m in _PERSONAL_STORE.finditer(doc.text):
+            line = line_of(doc, m.start())
+            if skill_requirements.OPTIONAL.search(line) or _NEGATION_BEFORE.search(line[:max(0, line.find(m.group(0)))]):
+                continue
+            out.append(Finding(PRIVATE, "works in the user's own mail or chats (Mail.app, Messages)", clip(line.strip()),
+                               doc.line_no(m.start()), doc.path))
+            return
 
 
 # A cloud provider's command-line tool set up with the user's credentials: "`aws` CLI configured with

@@ -412,3 +412,34 @@ def test_an_account_listed_under_a_lead_in_that_says_it_is_needed_is_required(tm
     assert reasons(evaluate(skill), PRIVATE) == {"requires an account or login"}
     optional = lead.replace("**You'll need:**", "**Nice to have:**")
     assert of_kind(evaluate(skill_from(tmp_path, bash("./refresh-token.sh") + optional, name="t")), PRIVATE) == []
+
+
+MAIL = "works in the user's own mail or chats (Mail.app, Messages)"
+
+
+@pytest.mark.parametrize(
+    "body, files",
+    [
+        ("Fast search of your Apple Mail.app mailboxes.\n" + bash("fruitmail search 'invoice'"), None),
+        (bash("scripts/mail-list.sh INBOX 20"),
+         {"scripts/mail-list.sh": '#!/bin/bash\nosascript -e \'tell application "Mail" to get subject of messages of inbox\'\n'}),
+        (bash("python3 scripts/recent_chats.py"),
+         {"scripts/recent_chats.py": "import sqlite3, os\ndb = sqlite3.connect(os.path.expanduser('~/Library/Messages/chat.db'))\n"}),
+    ],
+)
+def test_the_users_own_mailbox_or_chats_on_their_mac_are_private(tmp_path, body, files):
+    # a round-two blind check skill worked in the user's Mail.app accounts and was accepted
+    [hit] = [f for f in of_kind(evaluate(skill_from(tmp_path, body, files=files)), PRIVATE) if f.reason == MAIL]
+    assert hit.path.endswith(("SKILL.md", ".sh", ".py"))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Write the report as an .eml file; no Mail.app needed.\n" + bash("python3 make_eml.py report.md"),
+        "Send the summary with `msmtp` (optional: open it in Mail.app afterwards).\n" + bash("msmtp -t < summary.eml"),
+        bash("python3 parse_mbox.py ~/exports/archive.mbox"),
+    ],
+)
+def test_mail_files_and_optional_mentions_of_the_mail_app_are_not_the_users_mailbox(tmp_path, body):
+    assert MAIL not in reasons(evaluate(skill_from(tmp_path, body)), PRIVATE)
