@@ -153,7 +153,10 @@ _PAYS = re.compile(
     r"\bpay(?:s|ing)?\s+(?:for|per|with|via|in|from)\b|\bpaid\s+(?:via|with|through|by|per|in|from)\b"
     r"|\bmake\s+(?:\w+\s+){0,2}?(?:micro)?payments?\b|\bmicropayments?\b|\bpay[- ]per[- ](?:call|request|use|query)\b"
     r"|\bfund\s+(?:your|the|an?)\s+(?:[\w-]+\s+)?wallet\b|\bwallet\s+(?:has|with|needs?)\s+(?:sufficient|enough)\b"
-    r"|\bjust\s+pay\b",
+    r"|\bjust\s+pay\b"
+    # the same in Chinese and Japanese: "使用USDC支付", "支付方式通过x402实现", "USDC转账至", "付费端点", "x402で支払う"
+    r"|(?:使用|用|通过|以)\s*(?:USDC|x402|钱包|稳定币)\s*(?:进行|来)?\s*(?:支付|付款|付费)|(?:支付|付款)[^\n。]{0,12}?(?:USDC|x402)"
+    r"|USDC\s*转账|付费(?:端点|接口|调用)|按(?:次|调用)(?:计费|付费|收费)|(?:USDC|x402)\s*で\s*(?:支払|決済)",
     re.I,
 )
 # A seller's line ("callers pay per request", "charge clients in USDC") is about someone else's money,
@@ -162,7 +165,9 @@ _SELLS = re.compile(r"\b(?:paywall\w*|monetiz\w*|accept(?:s|ing)?\s+payments?|re
                     r"|callers?|clients?|customers?|buyers?)\b", re.I)
 _BUYS = re.compile(r"\bmake\s+(?:\w+\s+){0,2}?(?:micro)?payments?|\bfund\s|\byour\s+wallet|\byou\s+pay|\bagents?\s+(?:to\s+)?pays?\b"
                    r"|\bpay\s+for\s+(?:apis?|services?|calls?|requests?|access|data)\b", re.I)
-_MONEY_RAIL = re.compile(r"\bx402\b|\b402\s+payment|\bwallet|\busdc\b|\bstablecoins?\b|\blightning\b|\bsats\b", re.I)
+# ASCII boundaries: in Chinese or Japanese text the name touches the characters around it ("使用USDC支付").
+_MONEY_RAIL = re.compile(r"(?<![A-Za-z0-9])(?:x402|usdc|stablecoins?|sats)(?![A-Za-z0-9])|\b402\s+payment|\bwallet|\blightning\b"
+                         r"|钱包|稳定币", re.I)
 _FREE_OF_PAYMENT = re.compile(
     r"\bwallet\s+(?:is\s+)?optional|\boptional[^.\n]{0,30}\b(?:paid|wallet|payments?)\b|\bwithout\s+(?:a\s+)?wallet"
     r"|\bfree\s+(?:tools?|tier|mode)\b|\bno\s+(?:wallet|payment)\s+(?:is\s+)?(?:required|needed)",
@@ -176,7 +181,7 @@ _REQUIRE_BEFORE = re.compile(
     r"|authenticated\s+(?:with|to|via|using)|(?:signed|logged)\s+in\s+(?:with|to|into|using|via)"
     # "Ensure you have a Zu.lk account or are ready to sign in via Google"
     r"|(?:ensure|make\s+sure)\s+(?:that\s+)?you(?:'ve|\s+have))"
-    r"\s+(?:an?\s+|your\s+)?(?:[\w.-]+\s+){0,3}$"
+    r"\s+(?:an?\s+|your\s+)?(?:\*{0,2}[\w.-]+\s+){0,3}\*{0,2}$"  # "you need a **Humanod account**"
 )
 _DEPENDS_AFTER = re.compile(r"^\)?\s*(?:is\s+|are\s+)?(?:required|needed)\b")
 _ONLY_AFTER = re.compile(r"^\s*only\b")

@@ -233,6 +233,7 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
             continue
         if quoted_document:
             continue
+        line = line.replace("**", "")  # bold is emphasis, not words: "you need a **Humanod API Key**"
         if row := _TABLE_ROW.match(line):
             cells = row.group(1).split("|")
             if _TABLE_RULE.match(line):

@@ -5,7 +5,7 @@ third field. 2. Write the totals to totals.csv." names a tool and a file, which 
 agent. `concrete_steps(body)` returns the numbered or bulleted lines (outside fenced blocks) that
 name at least one concrete thing:
 * a command-line tool by name (awk, jq, ffmpeg, git, curl, sqlite3 ... in `TOOLS`),
-* a command or path in backticks,
+* a command, path or function name in backticks (not a bare word: "the `doppel` skill"),
 * a file name with an extension (report.csv, config.yaml, main.py) or a path (./out/, ~/data),
   also where it touches Chinese or Japanese text ("保存为report.csv"),
 * a data or file format (CSV, JSON, YAML, PDF, SQL ...).
@@ -55,8 +55,19 @@ _FORMAT = re.compile(r"(?<![A-Za-z0-9])(?:CSV|TSV|JSON|JSONL|YAML|TOML|XML|HTML|
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*")
 
 
+# A span that reads as a command or a path: "`git status`", "`./run.sh`", "`config.yaml`", "`--dry-run`",
+# "`$HOME`", "`/api/v1`", a tool or function name (`web_fetch`, `mcp__xcode__build_sim`), or a known
+# tool. A bare name in backticks ("tell builders to install the `doppel` and `block-builder` skills", a
+# persona's "`Calm` mode") names a thing, not something to run.
+_SPAN_COMMAND = re.compile(r"\s|[/\\.=$(:_]|^-")
+
+
+def _command_or_path(span: str) -> bool:
+    return len(span) >= 2 and (bool(_SPAN_COMMAND.search(span)) or span.lower() in TOOLS)
+
+
 def _concrete(text: str) -> bool:
-    if any(len(m.group(1).strip()) >= 2 for m in _CODE_SPAN.finditer(text)):
+    if any(_command_or_path(m.group(1).strip()) for m in _CODE_SPAN.finditer(text)):
         return True
     if _FILE.search(text) or _PATH.search(text) or _FORMAT.search(text):
         return True

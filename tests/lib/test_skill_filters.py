@@ -252,6 +252,8 @@ def test_reference_documents_without_a_procedure_do_not_make_a_persona_actionabl
         "一、用 pandoc 把 Markdown 转成 PDF\n二、用 pdftotext 检查输出\n",
         "第1步：用curl调用接口\n第2步：用jq提取字段\n",
         "１．jqでJSONを整形する\n２．結果をout.csvに保存する\n",
+        # an agent's tool calls by name
+        "1. Call `web_fetch` on the results page.\n2. Then call `mcp__shop__list_orders` for each order id.\n",
     ],
 )
 def test_plain_steps_naming_tools_files_or_formats_are_actionable(tmp_path, body):
@@ -269,6 +271,9 @@ def test_plain_steps_naming_tools_files_or_formats_are_actionable(tmp_path, body
         "第1步：倾听用户的烦恼\n第2步：给出鼓励和建议\n",
         # one-character spans around prose: the prose between them is no code span
         "Dear agent, think of space in opposites:\n\n* **Heat:** `冰` (Ice) vs. `火` (Fire).\n* **Sound:** `喧` (Noisy) vs. `静` (Quiet).\n",
+        # bare names in backticks: a real promotion guide told builders which skills to install and was taken for steps
+        "## Promote your build\n\n- Tell builders to install `worldkit` and `brick-layer` first.\n"
+        "- Share the `Harbour` build in the `Makers` group, then thank every `Builder` who joins.\n",
     ],
 )
 def test_persona_and_chat_advice_are_not_actionable(tmp_path, body):

@@ -218,6 +218,9 @@ def test_accounts_mentioned_without_dependence(tmp_path, text):
         ("## Setup\n\n1. Create a wallet with `npx paykit init`.\n2. Fund your wallet with USDC on Base.\n", 14),
         ("The agent pays per call: every request to the x402 endpoint costs $0.01 from its wallet.\n", 11),
         ("Pay for APIs and sell your own behind an x402 paywall, from one wallet.\n", 11),
+        # the same in Chinese (a translated mirror's copy of an agent-services skill was accepted)
+        ("所有付费端点均使用 **x402** 授权机制：收到402响应后，使用USDC支付即可完成交易。\n", 11),
+        ("支持使用Base平台上的USDC进行支付，支付方式通过x402实现。\n", 11),
     ],
 )
 def test_paying_per_call_from_a_wallet_is_private(tmp_path, text, line):
@@ -443,3 +446,8 @@ def test_the_users_own_mailbox_or_chats_on_their_mac_are_private(tmp_path, body,
 )
 def test_mail_files_and_optional_mentions_of_the_mail_app_are_not_the_users_mailbox(tmp_path, body):
     assert MAIL not in reasons(evaluate(skill_from(tmp_path, body)), PRIVATE)
+
+
+def test_an_account_named_in_bold_after_need_wording_is_required(tmp_path):
+    body = "To post tasks you need a **Forum account** and a funded budget.\n" + bash("forum-cli post task.json")
+    assert reasons(evaluate(skill_from(tmp_path, body)), PRIVATE) == {"requires an account or login"}

@@ -55,6 +55,8 @@ def test_a_declared_key_without_optional_wording_stays_required(tmp_path):
         ("Required environment variables: NOTION_TOKEN, NOTION_DB", "requires secret NOTION_TOKEN", 11),
         ("- API key (required): create one in the dashboard.", "requires an API key (stated in prose)", 11),
         ("You'll need a personal access token from the settings page.", "requires an API key (stated in prose)", 11),
+        # bold is emphasis: a real later upload said "you need a **Humanod API Key**" and was accepted
+        ("To use this skill, you need a **Forum API Key**.", "requires an API key (stated in prose)", 11),
         ("An API key is required for every call.", "requires an API key (stated in prose)", 11),
         ("You must set `NOTION_TOKEN` before using this skill.", "requires secret NOTION_TOKEN", 11),
         ("Create an API key in the dashboard and save it as `LINEAR_API_KEY`.", "requires secret LINEAR_API_KEY", 11),

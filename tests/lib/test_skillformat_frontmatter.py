@@ -104,6 +104,15 @@ def test_metadata_aliases_and_json_string_metadata(tmp_path, alias):
     assert skill.os == ["linux"]
 
 
+def test_credentials_declared_at_the_top_of_the_frontmatter_are_required_env(tmp_path):
+    # a real later ClawHub upload declares `credentials: [HUMANOD_API_KEY]` and nothing under metadata
+    md = "---\nname: a\ndescription: d\ncredentials:\n  - FORUM_API_KEY\n  - Forum account\nbins: [curl]\n---\nbody\n"
+    skill = parse(make_skill(tmp_path, "a", md))
+    assert (skill.required_env, skill.required_bins) == (["FORUM_API_KEY"], ["curl"])
+    nested = "---\nname: a\ndescription: d\nmetadata: {\"openclaw\": {\"requires\": {\"secrets\": \"SVC_TOKEN, SVC_HOST\"}}}\n---\nbody\n"
+    assert parse(make_skill(tmp_path, "b", nested)).required_env == ["SVC_TOKEN", "SVC_HOST"]
+
+
 def test_shapes_that_break_both_conventions_do_not_crash(tmp_path):
     md = """---
 name: messy
@@ -279,6 +288,17 @@ def test_frontmatter_that_is_not_a_mapping_is_a_problem(tmp_path, fm):
     result = parse(make_skill(tmp_path, "x", f"---\n{fm}\n---\nbody\n"))
     assert isinstance(result, SourceProblem)
     assert "frontmatter is not a mapping" in result.message
+
+
+def test_a_closing_fence_with_the_body_glued_to_it_is_recovered(tmp_path):
+    # a translated mirror's copies read "---**Base URL:** `https://...`": before, the skill was a problem
+    md = "---\nname: agent-kit\ndescription: 代理的基础设施\n---**基础URL:** `https://api.example.com`\n\n## 快速参考\n\n---\n\nEnd.\n"
+    skill = parse(make_skill(tmp_path, "g", md))
+    assert (skill.name, skill.description) == ("agent-kit", "代理的基础设施")
+    assert skill.body.startswith("**基础URL:**") and skill.body_start_line == 4
+    assert any("text after it" in w for w in skill.warnings)
+    strict = parse(make_skill(tmp_path, "s", md), strict=True)
+    assert isinstance(strict, SourceProblem)
 
 
 def test_unterminated_frontmatter_is_recovered(tmp_path):

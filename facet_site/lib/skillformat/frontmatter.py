@@ -25,6 +25,7 @@ class _FrontmatterError(Exception):
 
 
 _FM_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.M)
+_FM_CLOSE_GLUED = re.compile(r"^---(?=[^\s-])", re.M)
 # Dropping one of these would silently change what the skill requires or is called.
 _ESSENTIAL_KEYS = frozenset({"name", "description", "metadata", "requires", "install", "license", "allowed-tools"})
 _TOP_KEY = re.compile(r"^([A-Za-z_][\w.\-]*)[ \t]*:(?:[ \t]+(.*)|[ \t]*)$")
@@ -49,7 +50,14 @@ def _frontmatter(text: str, md_name: str, warnings: list[str], strict: bool):
     fm_start = end + 1
     fm_line = line + 1
     close = _FM_CLOSE.search(text, fm_start) if fm_start <= len(text) else None
-    if close is not None:
+    glued = None if strict or fm_start > len(text) else _FM_CLOSE_GLUED.search(text, fm_start)
+    if glued is not None and (close is None or glued.start() < close.start()):
+        # "---**Base URL:** ..." (a translated mirror's copies): the fence, then the body on its line
+        fm_text = text[fm_start:glued.start()]
+        body = text[glued.start() + 3:]
+        body_line = fm_line + fm_text.count("\n")
+        warnings.append(f"{md_name}: the closing '---' at line {body_line} has text after it; read that text as the body")
+    elif close is not None:
         fm_text = text[fm_start:close.start()]
         body_off = close.end() + 1
         body = text[body_off:] if body_off <= len(text) else ""

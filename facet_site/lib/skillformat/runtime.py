@@ -10,6 +10,7 @@ from facet_site.lib.skillformat.records import OPENCLAW_ALIASES
 
 
 _LIST_SPLIT = re.compile(r"[,\s]+")
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]{2,}$")
 
 
 def _runtime(fm: dict, warnings: list[str], md_name: str) -> dict:
@@ -32,6 +33,9 @@ def _runtime(fm: dict, warnings: list[str], md_name: str) -> dict:
         bins += _str_list(req.get("bins")) + _str_list(req.get("bin"))
         any_bins += _str_list(req.get("anyBins")) + _str_list(req.get("any_bins"))
         env += _str_list(req.get("env"))
+        # `requires.credentials` / `requires.secrets`, and the same keys at the top of the frontmatter
+        # (`credentials: [HUMANOD_API_KEY]`): variable names the skill says it runs with
+        env += [n for key in ("credentials", "secrets") for n in _str_list(req.get(key)) if _ENV_NAME.match(n)]
         config += _str_list(req.get("config"))
         os_list += [o.lower() for o in _str_list(block.get("os"))]
         install += _install_list(block.get("install"))
@@ -77,6 +81,9 @@ def _openclaw_blocks(fm: dict, warnings: list[str], md_name: str) -> list[dict]:
     top = {k: fm[k] for k in ("requires", "install", "os", "primaryEnv", "envVars") if k in fm}
     if "bins" in fm and "requires" not in fm:
         top["requires"] = {"bins": fm["bins"]}
+    for key in ("credentials", "secrets"):
+        if key in fm and not isinstance(top.get("requires", {}), (str, list)):
+            top["requires"] = {**(top.get("requires") or {}), key: fm[key]}
     if top:
         blocks.append(top)
     return blocks
