@@ -23,16 +23,15 @@ account or login. The rules keep false positives low, simply and explainably:
   ~/Library, or the app named as what the skill works on) are accounts a task cannot have.
 * Paying per call: a skill that spends from the user's wallet (x402 or micropayments, "fund your
   wallet", "paid via x402") needs money a task cannot have, unless a wallet is said to be optional
-  or a free mode exists.
+  or a free mode exists (`skill_payments`).
 """
 from __future__ import annotations
 
 import re
 
-from facet_site.lib import skill_requirements
+from facet_site.lib import skill_payments, skill_requirements
 from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, is_program, line_of, skill_md_docs
 from facet_site.lib.skill_requirements import Requirement
-from facet_site.lib.skill_safety_rules import load_rules
 from facet_site.lib.skillformat import ParsedSkill
 
 _SECRET_PARTS = frozenset({"KEY", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS",
@@ -147,32 +146,6 @@ _CREATES_ACCOUNT = re.compile(r"注册|註冊|创建|創建|新建|初始化|作
 _SIGNS_IN = re.compile(r"登录|登入|登陆|登錄|ログイン|サインイン|\blog(?:ged)?[ -]?in\b|\bsign(?:ed)?[ -]?in\b|\bauth\b|oauth", re.I)
 _OWN_SCRIPT = re.compile(r"^(?:\./|scripts/|bin/|\{baseDir\}|\$\{?(?:baseDir|SKILL_DIR)\b)")
 _RUNNER = frozenset({"python", "python3", "node", "bash", "sh", "uv", "npx", "bun", "deno", "ruby", "php"})
-# Spending the user's money per call: x402 pay-per-call APIs and wallets to be funded. Pay-side wording
-# only: a skill that sells behind a paywall or receives payments spends nothing of the user's.
-_PAYS = re.compile(
-    r"\bpay(?:s|ing)?\s+(?:for|per|with|via|in|from)\b|\bpaid\s+(?:via|with|through|by|per|in|from)\b"
-    r"|\bmake\s+(?:\w+\s+){0,2}?(?:micro)?payments?\b|\bmicropayments?\b|\bpay[- ]per[- ](?:call|request|use|query)\b"
-    r"|\bfund\s+(?:your|the|an?)\s+(?:[\w-]+\s+)?wallet\b|\bwallet\s+(?:has|with|needs?)\s+(?:sufficient|enough)\b"
-    r"|\bjust\s+pay\b"
-    # the same in Chinese and Japanese: "使用USDC支付", "支付方式通过x402实现", "USDC转账至", "付费端点", "x402で支払う"
-    r"|(?:使用|用|通过|以)\s*(?:USDC|x402|钱包|稳定币)\s*(?:进行|来)?\s*(?:支付|付款|付费)|(?:支付|付款)[^\n。]{0,12}?(?:USDC|x402)"
-    r"|USDC\s*转账|付费(?:端点|接口|调用)|按(?:次|调用)(?:计费|付费|收费)|(?:USDC|x402)\s*で\s*(?:支払|決済)",
-    re.I,
-)
-# A seller's line ("callers pay per request", "charge clients in USDC") is about someone else's money,
-# unless it says the skill pays too ("pay for services, sell your own").
-_SELLS = re.compile(r"\b(?:paywall\w*|monetiz\w*|accept(?:s|ing)?\s+payments?|receiv\w*\s+payments?|charg\w+|sell\w*|earn\w*"
-                    r"|callers?|clients?|customers?|buyers?)\b", re.I)
-_BUYS = re.compile(r"\bmake\s+(?:\w+\s+){0,2}?(?:micro)?payments?|\bfund\s|\byour\s+wallet|\byou\s+pay|\bagents?\s+(?:to\s+)?pays?\b"
-                   r"|\bpay\s+for\s+(?:apis?|services?|calls?|requests?|access|data)\b", re.I)
-# ASCII boundaries: in Chinese or Japanese text the name touches the characters around it ("使用USDC支付").
-_MONEY_RAIL = re.compile(r"(?<![A-Za-z0-9])(?:x402|usdc|stablecoins?|sats)(?![A-Za-z0-9])|\b402\s+payment|\bwallet|\blightning\b"
-                         r"|钱包|稳定币", re.I)
-_FREE_OF_PAYMENT = re.compile(
-    r"\bwallet\s+(?:is\s+)?optional|\boptional[^.\n]{0,30}\b(?:paid|wallet|payments?)\b|\bwithout\s+(?:a\s+)?wallet"
-    r"|\bfree\s+(?:tools?|tier|mode)\b|\bno\s+(?:wallet|payment)\s+(?:is\s+)?(?:required|needed)",
-    re.I,
-)
 _PAID_BEFORE = re.compile(r"\b(?:paid|premium|pro|plus|business|enterprise)\s+$")
 _REQUIRE_BEFORE = re.compile(
     r"\b(?:requires?|need(?:s|ed)?|must\s+have|you'?ll\s+need|must(?:\s+be)?|(?:need|have)\s+to(?:\s+be)?|requires?\s+you\s+to(?:\s+be)?"
@@ -186,7 +159,6 @@ _REQUIRE_BEFORE = re.compile(
 _DEPENDS_AFTER = re.compile(r"^\)?\s*(?:is\s+|are\s+)?(?:required|needed)\b")
 _ONLY_AFTER = re.compile(r"^\s*only\b")
 _FIRST_AFTER = re.compile(r"^\s*(?:first|beforehand|before\s+(?:using|running|you\s+start))\b(?!\s*\?)")  # "sign in with your account first"
-_NEGATION_BEFORE = re.compile(r"\b(?:no|not|without|free|never|don'?t|doesn'?t|isn'?t)\b[^.\n]{0,40}$", re.I)
 _NEGATION_AFTER = re.compile(r"^[^.\n]{0,30}\b(?:not\s+(?:required|needed|necessary)|optional|needed\?\s*no)\b", re.I)
 
 
@@ -371,8 +343,7 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
         _accounts(doc, out, own)
         _accounts_cjk(doc, out, own)
     _login_commands(docs[1], out)
-    _payments(docs, out)
-    _auto_pay(skill, out)
+    skill_payments.payment_findings(skill, docs, out)
     for doc in docs:
         _cloud_logins(doc, out)
     _personal_stores(skill, docs, out)
@@ -442,7 +413,7 @@ def _accounts(doc: SkillDoc, out: list[Finding], own: frozenset[str] = frozenset
                                             or _under_needs_lead_in(doc, line_start))
         if not (need or required_after or in_requirements):
             continue
-        if _NEGATION_BEFORE.search(before) or _NEGATION_AFTER.search(after):
+        if skill_requirements.NEGATION_BEFORE.search(before) or _NEGATION_AFTER.search(after):
             continue
         if not paid and _created_by_own_command(doc, doc.text[line_start:line_end], line_end, own):
             continue
@@ -522,11 +493,6 @@ def _refused(doc: SkillDoc, pos: int) -> bool:
     return bool(_REFUSED_HOST.search(doc.text[max(0, line_start - 300):line_end]))
 
 
-# A request that approves its own payment (`"auto_pay": true`): the safety rule payment.auto-pay's patterns, read from the rule file
-# so the two verdicts cannot drift apart.
-_AUTO_PAY_RULE = "payment.auto-pay"
-
-
 # The user's own mailbox or chats on their Mac: Mail.app and Messages hold the mail and chat accounts the
 # user signed into, which a task cannot have (nor the Mac they run on). Scripting the app, its stores on
 # disk, or the app named as what the skill works on all count.
@@ -542,7 +508,7 @@ def _personal_stores(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
     for doc in texts:
         for m in _PERSONAL_STORE.finditer(doc.text):
             line = line_of(doc, m.start())
-            if skill_requirements.OPTIONAL.search(line) or _NEGATION_BEFORE.search(line[:max(0, line.find(m.group(0)))]):
+            if skill_requirements.OPTIONAL.search(line) or skill_requirements.NEGATION_BEFORE.search(line[:max(0, line.find(m.group(0)))]):
                 continue
             out.append(Finding(PRIVATE, "works in the user's own mail or chats (Mail.app, Messages)", clip(line.strip()),
                                doc.line_no(m.start()), doc.path))
@@ -562,43 +528,10 @@ def _cloud_logins(doc: SkillDoc, out: list[Finding]) -> None:
     for m in _CLOUD_LOGIN.finditer(doc.text):
         line_start, line_end = doc.line_at(m.start())
         line = doc.text[line_start:line_end]
-        if skill_requirements.OPTIONAL.search(line) or _NEGATION_BEFORE.search(doc.text[line_start:m.start()]):
+        if skill_requirements.OPTIONAL.search(line) or skill_requirements.NEGATION_BEFORE.search(doc.text[line_start:m.start()]):
             continue
         in_requirements = doc.markdown and any(skill_requirements.NEEDS_HEADING.search(h) for h in doc.headings_above(m.start())[:1])
         if not (in_requirements or skill_requirements.NEEDED.search(line)):
             continue
         out.append(Finding(PRIVATE, "requires an account or login", clip(line.strip()), doc.line_no(m.start()), doc.path))
         return
-
-
-def _auto_pay(skill: ParsedSkill, out: list[Finding]) -> None:
-    """A program that pays by itself for each call: the user's money, which a task cannot have."""
-    auto_pay = next(r.patterns for r in load_rules().rules if r.id == _AUTO_PAY_RULE)
-    for f in skill.files:
-        if not (f.text and is_program(f.path, f.text)):
-            continue
-        if m := next((m for p in auto_pay for m in [p.search(f.text)] if m), None):
-            line = f.text.count("\n", 0, m.start())
-            out.append(Finding(PRIVATE, "pays per call from a funded wallet", clip(f.text.split("\n")[line].strip()),
-                               line + 1, f.path))
-            return
-
-
-def _payments(docs: list[SkillDoc], out: list[Finding]) -> None:
-    """A skill that pays per call from the user's wallet (x402, micropayments, "fund your wallet"), unless
-    a wallet is said to be optional or some tools are free; the first such line."""
-    if not any(_MONEY_RAIL.search(doc.text) for doc in docs):
-        return
-    if any(_FREE_OF_PAYMENT.search(doc.text) for doc in docs):
-        return
-    for doc in docs:
-        for m in _PAYS.finditer(doc.text):
-            line_start, line_end = doc.line_at(m.start())
-            line = doc.text[line_start:line_end]
-            if skill_requirements.OPTIONAL.search(line) or _NEGATION_BEFORE.search(doc.text[line_start:m.start()]):
-                continue
-            if _SELLS.search(line) and not _BUYS.search(line):
-                continue
-            out.append(Finding(PRIVATE, "pays per call from a funded wallet", clip(line.strip()), doc.line_no(m.start()),
-                               doc.path))
-            return

@@ -66,6 +66,8 @@ _KEY_NOUN_ANY = re.compile(_KEY_NOUN + r"|\bapi\s?-?key\b", re.I)
 # The one vocabulary of need, for credentials here and for accounts and logins in skill_private: a word
 # that says something is needed; the words of a heading (or a list's lead-in) over what a skill
 # needs; a line ending in a colon that leads into such a list ("**You'll need:**", "Required:").
+# A negation just before a requirement or an account word, in its clause: "no account needed", "free, without a wallet".
+NEGATION_BEFORE = re.compile(r"\b(?:no|not|without|free|never|don'?t|doesn'?t|isn'?t)\b[^.\n]{0,40}$", re.I)
 NEEDED = re.compile(r"\b(?:required|requires?|mandatory|must|needs?|needed|prerequisites?)\b", re.I)
 _NEEDS_WORDS = (r"prerequisites?|requirements?|before\s+you\s+(?:start|begin)|what\s+you(?:'ll|\s+will)?\s+need"
                 r"|前置条件|前提条件|准备工作|依赖")
