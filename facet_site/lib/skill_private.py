@@ -97,7 +97,9 @@ _STARTS_SERVER = re.compile(
     # the skill's own program in server mode: `python run.py --serve`, `./tool serve --port`
     r"|\b(?:python3?|node|uv\s+run|\./)\s*[\w./-]+\.(?:py|js|mjs|ts)\s+(?:--)?serve\b"
     # a library that starts its own local service: Dask's cluster dashboard, Ray, Gradio and Flask apps
-    r"|\bLocalCluster\(|\bdashboard_address\b|\bdiagnostics_port\b|\bray\.init\(|\.launch\(|\bapp\.run\(",
+    r"|\bLocalCluster\(|\bdashboard_address\b|\bdiagnostics_port\b|\bray\.init\(|\.launch\(|\bapp\.run\("
+    # the skill tells the user to run the service itself: "Run Flux locally (see its repo)"
+    r"|\brun\s+(?:the\s+|your\s+own\s+)?(?:[\w.-]+\s+){0,2}?(?:server\s+|service\s+|instance\s+)?locally\b",
     re.I,
 )
 # A loopback URL on a line about an OAuth redirect or callback ("Redirect URI: http://localhost:3000/callback"):

@@ -63,6 +63,10 @@ _KEY_NOUN = r"(?:api[ _-]?keys?|access[ _-]tokens?|auth(?:entication)?[ _-]token
 # An unnamed key ("get your API key at ...") is optional where a line naming a key says so ("With
 # an API key (for higher limits):") and no line naming a key says it is needed.
 _KEY_NOUN_ANY = re.compile(_KEY_NOUN + r"|\bapi\s?-?key\b", re.I)
+# A licence key (HEFESTO_LICENSE_KEY) beside a free tier ("| **FREE** | $0/mo | Static analysis |", "free
+# tier", "free plan"): the key unlocks paid features, the free tier does the work.
+_LICENSE_NAME = re.compile(r"LICEN[CS]E", re.I)
+_FREE_TIER = re.compile(r"\bfree\s+(?:tier|plan|version|edition)\b|^\s*\|\s*\**\s*free\s*\**\s*\|\s*\$?\s*0\b", re.I)
 # The one vocabulary of need, for credentials here and for accounts and logins in skill_private: a word
 # that says something is needed; the words of a heading (or a list's lead-in) over what a skill
 # needs; a line ending in a colon that leads into such a list ("**You'll need:**", "Required:").
@@ -410,6 +414,10 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]],
                 break
         if not why and no_key[2]:
             why = f"the skill has a no-key path: “{no_key[2]}” (line {no_key[1]})"
+        if not why and _LICENSE_NAME.search(req.name) and (free := next(
+                (ln for p, _, ln in lines if p in own_paths and _FREE_TIER.search(ln)), None)):
+            # a licence key unlocks the paid tiers; the free tier does the skill's work without one
+            why = f"a licence key, and the skill has a free tier: “{_clip(free.strip())}”"
         items.append(replace(req, required=not why, optional_because=why))
     # A variable named both in the frontmatter and in prose: one requirement, the first found.
     return Requirements(items=tuple(items), no_key_path=bool(no_key[2]), no_key_evidence=no_key[2], no_key_line=no_key[1])

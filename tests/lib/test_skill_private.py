@@ -171,7 +171,10 @@ def test_public_hosts_are_not_private(tmp_path, url):
     [bash("npm run dev &\ncurl http://localhost:3000/health"),
      # a library that starts its own service (the shape of a published scientific skill)
      "```python\nfrom dask.distributed import Client, LocalCluster\ncluster = LocalCluster(n_workers=4)\n"
-     "client = Client(cluster)  # dashboard at http://localhost:8787\n```\n"],
+     "client = Client(cluster)  # dashboard at http://localhost:8787\n```\n",
+     # the skill tells the user to run the (open-source) service themselves (a real state-engine skill)
+     "## Prerequisites\n\n- Default: `http://localhost:3000` (local instance)\n\n1. Run Flux locally, see its repo\n"
+     + bash("./scripts/state.sh health")],
 )
 def test_localhost_is_fine_when_the_skill_starts_the_server(tmp_path, body):
     skill = skill_from(tmp_path, body)
@@ -380,6 +383,9 @@ def test_the_skills_own_server_mode_and_ssrf_test_urls_are_no_private_hosts(tmp_
     assert of_kind(evaluate(ssrf), PRIVATE) == []
     uses_lan = skill_from(tmp_path, bash("curl http://192.168.1.20:8123/api/states"), name="u")
     assert reasons(evaluate(uses_lan), PRIVATE) == {"uses a private network host"}
+    # a service the user already runs, which the skill neither starts nor says to run
+    users_own = skill_from(tmp_path, "Your Jellyfin server must be reachable.\n" + bash("curl http://localhost:8096/Items"), name="v")
+    assert reasons(evaluate(users_own), PRIVATE) == {"uses a private network host"}
 
 
 @pytest.mark.parametrize(

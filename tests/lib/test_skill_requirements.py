@@ -353,3 +353,19 @@ def test_secrets_listed_under_a_prerequisites_heading_are_required_unless_the_it
 def test_chinese_accesskey_wording_is_a_key_requirement(tmp_path):
     body = bash("python3 scripts/ocr.py ./invoices") + "\n使用此技能需要阿里云 AccessKey ID 和 AccessKey Secret，请提供这两个凭证。\n"
     assert reasons(evaluate(skill_from(tmp_path, body)), PRIVATE) == {"requires an API key (stated in prose)"}
+
+
+def test_a_licence_key_beside_a_free_tier_is_optional(tmp_path):
+    # a real code auditor's free tier runs its static analysis with no key; the key unlocks paid tiers
+    tiers = ("## Tiers\n\n| Tier | Price | Features |\n|------|-------|----------|\n| **FREE** | $0/mo | Static analysis |\n"
+             "| **PRO** | $8/mo | ML analysis |\n\nAll paid tiers include a **14-day free trial**.\n\n")
+    body = bash("auditor scan .") + "\n" + tiers + "```bash\nexport AUDITOR_LICENSE_KEY=<your-key>\nauditor status\n```\n"
+    skill = skill_from(tmp_path, body)
+    assert of_kind(evaluate(skill), PRIVATE) == []
+    [req] = requirements(skill).items
+    assert (req.name, req.required) == ("AUDITOR_LICENSE_KEY", False) and "free tier" in req.optional_because
+    # a free trial is no free tier, and an API key is not unlocked by one
+    paid = body.replace("| **FREE** | $0/mo | Static analysis |\n", "")
+    assert reasons(evaluate(skill_from(tmp_path, paid, name="p")), PRIVATE) == {"requires secret AUDITOR_LICENSE_KEY"}
+    api = body.replace("AUDITOR_LICENSE_KEY", "AUDITOR_API_KEY")
+    assert reasons(evaluate(skill_from(tmp_path, api, name="a")), PRIVATE) == {"requires secret AUDITOR_API_KEY"}
