@@ -349,6 +349,7 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
     for doc in docs:
         _cloud_logins(doc, out)
     _personal_stores(skill, docs, out)
+    _service_accounts(docs, out)
     names = list(skill.required_env) + [v.get("name", "") for v in skill.env_vars if isinstance(v, dict)]
     for name in dict.fromkeys(n for n in names if n and _ACCOUNT_ID_NAME.search(n)):
         pos = docs[0].text.find(name)
@@ -515,6 +516,51 @@ def _personal_stores(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
             out.append(Finding(PRIVATE, "works in the user's own mail or chats (Mail.app, Messages)", clip(line.strip()),
                                doc.line_no(m.start()), doc.path))
             return
+
+
+# A service that only an account opens, named as where the skill acts for the user: sending or posting
+# there ("Send WhatsApp messages", "post to LinkedIn", "发送消息到飞书"), reading the user's own data there
+# ("summarize your LinkedIn feed", "search WhatsApp history"), or its bot, docs or app ("飞书机器人",
+# "写入飞书文档"). No key need be named: the skill may lean on the agent's own channel to the service,
+# which a task cannot have either. Naming the service otherwise ("WhatsApp-style chat videos", "a
+# Twitter post converted to a prompt", "trends from public aggregators") is not acting there.
+_ACCOUNT_SERVICES = (
+    r"Feishu|Lark|DingTalk|WeCom|WeChat|Slack|Discord|Telegram|WhatsApp|Signal|iMessage|Notion|Gmail"
+    r"|Google\s+(?:Calendar|Drive|Docs|Sheets|Keep|Tasks|Photos)|Outlook|Microsoft\s+(?:365|Teams|To\s+Do)|Teams"
+    r"|Twitter|X\s*/\s*Twitter|Twitter\s*/\s*X|LinkedIn|Instagram|Facebook|Threads|TikTok|Bluesky|Mastodon"
+    r"|Todoist|Trello|Asana|Airtable|Dropbox|OneDrive|Evernote|Spotify|Luma"
+)
+_SERVICE_ACCOUNT = re.compile(
+    rf"\b(?:send|post|reply|repl(?:y|ies)\s+to|react|publish|upload|tweet|share|deliver|push|notify)\w*\s+"
+    rf"(?:[\w'-]+\s+){{0,5}}?(?:to|on|via|through|in|into)\s+(?:the\s+user's\s+|your\s+|their\s+)?(?:an?\s+)?(?:{_ACCOUNT_SERVICES})\b"
+    rf"|\b(?:send|post|read|search|sync|check|fetch|list|summari[sz]e|manage|reply\s+to)\w*\s+(?:[\w'-]+\s+){{0,3}}?"
+    rf"(?:{_ACCOUNT_SERVICES})\s+(?:messages?|dms?|inbox|history|chats?|feed|notifications|posts?|tweets?|events?|tasks|pages?|docs?|files)\b"
+    rf"|\b(?:your|the\s+user's|user's|my|their)\s+(?:own\s+)?(?:{_ACCOUNT_SERVICES})\s+(?:account|messages?|inbox|feed|calendar|events?"
+    rf"|workspace|channels?|chats?|contacts|dms?|notes|tasks|drive|docs|pages?|databases?|boards?|history|profile|followers"
+    rf"|timeline|bot|app|library|playlists?)\b"
+    r"|(?:发送|发|推送|同步|写入|读取|上传)[^\n。，,]{0,8}?(?:到|至|给|进)?\s*(?:飞书|钉钉|企业微信|微信|Lark|Slack|Telegram)"
+    r"|(?:飞书|钉钉|企业微信)\s*[^\s\n，。,、]{0,4}?(?:机器人|文档|多维表格|群|消息|应用|日历|审批)",
+    re.I)
+
+
+def _service_accounts(docs: list[SkillDoc], out: list[Finding]) -> None:
+    """A skill whose stated job is acting in the user's account on a service only an account opens. Only
+    what says what the skill is for counts: the frontmatter (name, description), or without one the
+    body's opening lines; a step deep in the body ("notify via Telegram" in a cron example) is a side
+    feature, and a task can do the main job without it."""
+    front, body = docs[0], docs[1]
+    if front.text.strip():
+        where, limit = front, len(front.text)
+    else:
+        where, limit = body, sum(len(ln) + 1 for ln in body.text.split("\n")[:12])
+    for m in _SERVICE_ACCOUNT.finditer(where.text, 0, limit):
+        line = line_of(where, m.start())
+        if skill_requirements.OPTIONAL.search(line) or skill_requirements.NEGATION_BEFORE.search(
+                line[:max(0, line.find(m.group(0)))]):
+            continue
+        out.append(Finding(PRIVATE, "works in the user's account on a service (messages, posts or documents there)",
+                           clip(line.strip()), where.line_no(m.start()), where.path))
+        return
 
 
 # A cloud provider's command-line tool set up with the user's credentials: "`aws` CLI configured with

@@ -457,3 +457,37 @@ def test_mail_files_and_optional_mentions_of_the_mail_app_are_not_the_users_mail
 def test_an_account_named_in_bold_after_need_wording_is_required(tmp_path):
     body = "To post tasks you need a **Forum account** and a funded budget.\n" + bash("forum-cli post task.json")
     assert reasons(evaluate(skill_from(tmp_path, body)), PRIVATE) == {"requires an account or login"}
+
+
+SERVICE = "works in the user's account on a service (messages, posts or documents there)"
+
+
+@pytest.mark.parametrize(
+    "front",
+    [
+        "---\nname: chat-cli\ndescription: Send Signal messages to other people or search your Signal history via the sigcli CLI.\n---\n",
+        "---\nname: tasks\ndescription: Manage Todoist tasks and projects. Use when the user wants to interact with their Todoist account.\n---\n",
+        "---\nname: price-alerts\ndescription: Watch price-drop feeds and send Telegram notifications when an item is on sale.\n---\n",
+        # a translated mirror's Feishu skills: no key named, the agent's own Feishu channel does the sending
+        "---\nname: doc-writer\ndescription: |\n  Feishu/Lark Smart Document Writer - 飞书智能文档写入器，自动分块写入长文档。\n---\n",
+    ],
+)
+def test_a_skill_whose_job_is_acting_in_the_users_account_on_a_service_is_private(tmp_path, front):
+    [hit] = [f for f in of_kind(evaluate(skill_from(tmp_path, bash("svc-cli run"), front=front)), PRIVATE) if f.reason == SERVICE]
+    assert hit.path == "SKILL.md" and 2 <= hit.line <= 4
+
+
+@pytest.mark.parametrize(
+    "front, body",
+    [
+        # naming a service is not acting there
+        ("---\nname: chat-video\ndescription: Create animated WhatsApp-style chat videos for social posts.\n---\n", ""),
+        ("---\nname: x-trends\ndescription: Fetch trending topics on Twitter for any country from public aggregators.\n---\n", ""),
+        ("---\nname: styler\ndescription: Keep messages sent to WhatsApp in the platform's formatting syntax.\n---\n", ""),
+        # a side feature deep in the body, not the stated job
+        ("---\nname: release-check\ndescription: Check for new releases of a tool and print the changelog.\n---\n",
+         "\n## Daily check\n\n```bash\n# Add a daily check at 9am, notify via Telegram\n```\n"),
+    ],
+)
+def test_a_service_named_without_acting_in_the_users_account_there_is_not_private(tmp_path, front, body):
+    assert SERVICE not in reasons(evaluate(skill_from(tmp_path, bash("tool run") + body, front=front)), PRIVATE)
