@@ -158,6 +158,7 @@ _REQUIRE_BEFORE = re.compile(
     r"|(?:ensure|make\s+sure)\s+(?:that\s+)?you(?:'ve|\s+have))"
     r"\s+(?:an?\s+|your\s+)?(?:\*{0,2}[\w.-]+\s+){0,3}\*{0,2}$"  # "you need a **Humanod account**"
 )
+_HEDGED = re.compile(r"\b(?:may|might|could|can|sometimes|occasionally)\s+(?:also\s+)?$")
 _DEPENDS_AFTER = re.compile(r"^\)?\s*(?:is\s+|are\s+)?(?:required|needed)\b")
 _ONLY_AFTER = re.compile(r"^\s*only\b")
 _FIRST_AFTER = re.compile(r"^\s*(?:first|beforehand|before\s+(?:using|running|you\s+start))\b(?!\s*\?)")  # "sign in with your account first"
@@ -222,8 +223,10 @@ def _secret_requirements(skill: ParsedSkill, docs: list[SkillDoc]) -> skill_requ
             name = m.group(1)
             # A lower-case key (`"api_key": "your-api-key"`, `password=<your-nas-password>`) counts only with a
             # placeholder addressed to the user: `password="..."` is as often a pattern a scanner looks for.
-            lower_ok = name.islower() and m.group("addressed")
-            if (name.isupper() or lower_ok) and name not in reported and _is_secret_name(name):
+            lower_ok = not name.isupper() and m.group("addressed")
+            # camelCase as JSON configs write it: "apiKey": "your-kalibr-api-key" reads as API_KEY
+            judged = name if name.isupper() or name.islower() else re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+            if (name.isupper() or lower_ok) and name not in reported and _is_secret_name(judged):
                 reported.add(name)
                 found.append(Requirement(name, f"requires secret {name}", clip(line_of(body_doc, m.start())),
                                          body_doc.path, body_doc.line_no(m.start()), "code"))
@@ -411,6 +414,8 @@ def _accounts(doc: SkillDoc, out: list[Finding], own: frozenset[str] = frozenset
         if not paid and not word.startswith(_LOGIN_NOUNS):
             continue  # "plan", "tier" alone are not a dependence
         need = _REQUIRE_BEFORE.search(before)
+        if need and _HEDGED.search(before, 0, need.start()):
+            need = None  # "WSJ may require subscription cookies for some content": a site's paywall, not the skill's need
         required_after = _DEPENDS_AFTER.match(after) or (paid and _ONLY_AFTER.match(after)) or _FIRST_AFTER.match(after)
         in_requirements = doc.markdown and (any(skill_requirements.NEEDS_HEADING.search(h) for h in doc.headings_above(m.start()))
                                             or _under_needs_lead_in(doc, line_start))

@@ -63,6 +63,9 @@ _KEY_NOUN = r"(?:api[ _-]?keys?|access[ _-]tokens?|auth(?:entication)?[ _-]token
 # An unnamed key ("get your API key at ...") is optional where a line naming a key says so ("With
 # an API key (for higher limits):") and no line naming a key says it is needed.
 _KEY_NOUN_ANY = re.compile(_KEY_NOUN + r"|\bapi\s?-?key\b", re.I)
+# "If you have a `MOLTDJ_API_KEY` saved, skip to Step 4": where to pick up once the key is had, not a
+# key one can do without.
+_RESUMES = re.compile(r"\bif\s+you\s+(?:already\s+)?have\b[^.\n]{0,80}?\b(?:saved|stored|already)\b|\bskip\s+(?:to|ahead|straight)\b", re.I)
 # A licence key (HEFESTO_LICENSE_KEY) beside a free tier ("| **FREE** | $0/mo | Static analysis |", "free
 # tier", "free plan"): the key unlocks paid features, the free tier does the work.
 _LICENSE_NAME = re.compile(r"LICEN[CS]E", re.I)
@@ -409,7 +412,7 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]],
             mentions = key_lines_if_optional
         own = [ln for p, n, ln in lines if p == req.path and n == req.line]
         for text in own + mentions if not why else ():
-            if m := OPTIONAL.search(text):
+            if (m := OPTIONAL.search(text)) and not _RESUMES.search(text):
                 why = f"said to be optional: “{_clip(m.group(0))}”"
                 break
         if not why and no_key[2]:

@@ -491,3 +491,10 @@ def test_a_skill_whose_job_is_acting_in_the_users_account_on_a_service_is_privat
 )
 def test_a_service_named_without_acting_in_the_users_account_there_is_not_private(tmp_path, front, body):
     assert SERVICE not in reasons(evaluate(skill_from(tmp_path, bash("tool run") + body, front=front)), PRIVATE)
+
+
+def test_a_site_that_may_require_a_subscription_is_no_account_the_skill_needs(tmp_path):
+    # a real news-briefing skill's troubleshooting: "WSJ/Barron's may require subscription cookies for some content"
+    body = bash("python3 briefing.py --feeds rss.txt") + "\n### Feeds timing out\n- Some papers may require subscription cookies for some content\n"
+    assert of_kind(evaluate(skill_from(tmp_path, body)), PRIVATE) == []
+    assert reasons(evaluate(skill_from(tmp_path, body.replace("may require", "require"), name="r")), PRIVATE) == {"requires an account or login"}

@@ -369,3 +369,20 @@ def test_a_licence_key_beside_a_free_tier_is_optional(tmp_path):
     assert reasons(evaluate(skill_from(tmp_path, paid, name="p")), PRIVATE) == {"requires secret AUDITOR_LICENSE_KEY"}
     api = body.replace("AUDITOR_LICENSE_KEY", "AUDITOR_API_KEY")
     assert reasons(evaluate(skill_from(tmp_path, api, name="a")), PRIVATE) == {"requires secret AUDITOR_API_KEY"}
+
+
+def test_where_to_pick_up_once_the_key_is_had_does_not_make_it_optional(tmp_path):
+    # a real music-bot skill: register for a key, and "If you have a `X` saved, skip to Step 4"
+    body = (bash('curl -H "Authorization: Bearer $TRACKS_API_KEY" https://api.example.com/me')
+            + "\n## Already registered?\n\nIf you have a `TRACKS_API_KEY` saved, skip to **Step 4**.\n")
+    assert reasons(evaluate(skill_from(tmp_path, body)), PRIVATE) == {"requires secret TRACKS_API_KEY"}
+    optional = body.replace("If you have a `TRACKS_API_KEY` saved, skip to **Step 4**.", "If you have a `TRACKS_API_KEY`, set it for higher limits.")
+    assert of_kind(evaluate(skill_from(tmp_path, optional, name="o")), PRIVATE) == []
+
+
+def test_a_camel_case_secret_with_a_placeholder_addressed_to_the_user_is_required(tmp_path):
+    # a real telemetry plugin's config: {"apiKey": "your-kalibr-api-key", "tenantId": ...}
+    body = '## Config\n\n```json\n{\n  "apiKey": "your-service-api-key",\n  "enableRouting": false\n}\n```\n' + bash("npm test")
+    assert reasons(evaluate(skill_from(tmp_path, body)), PRIVATE) == {"requires secret apiKey"}
+    default = body.replace('"your-service-api-key"', '"weather:v1"').replace('"apiKey"', '"cacheKey"')
+    assert of_kind(evaluate(skill_from(tmp_path, default, name="d")), PRIVATE) == []
