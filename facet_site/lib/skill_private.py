@@ -102,6 +102,7 @@ _STARTS_SERVER = re.compile(
     r"|\brun\s+(?:the\s+|your\s+own\s+)?(?:[\w.-]+\s+){0,2}?(?:server\s+|service\s+|instance\s+)?locally\b",
     re.I,
 )
+_PROXY_OPTION = re.compile(r"\bproxy\b", re.I)
 # A loopback URL on a line about an OAuth redirect or callback ("Redirect URI: http://localhost:3000/callback"):
 # a sign-in, reported as such rather than as a private host.
 _OAUTH_REDIRECT = re.compile(r"redirect|callback|oauth", re.I)
@@ -272,6 +273,8 @@ def _secret_requirements(skill: ParsedSkill, docs: list[SkillDoc]) -> skill_requ
 _HARD_READS = (
     ("environ[", re.compile(r"\benviron\[\s*[\"']([A-Z][A-Z0-9_]{2,})[\"']\s*\]")),
     (":?", re.compile(r"\$\{([A-Z][A-Z0-9_]{2,}):?\?")),
+    # a helper that stops without it: require_env("STORY_LLM_API_KEY", ...), get_required_env('X_TOKEN')
+    ("_env(", re.compile(r"\b(?:require[ds]?|must|ensure|get_required|need)_env\(\s*[\"']([A-Z][A-Z0-9_]{2,})")),
 )
 # ... or that stops with an error naming it: `sys.exit("X_API_KEY is not set")`, `throw new Error("Set
 # X_TOKEN")`, `echo "X_TOKEN missing" >&2; exit 1`.
@@ -339,6 +342,8 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
                     continue  # the skill runs its own local server; a container can do the same
             if _refused(doc, m.start()):
                 continue  # a URL the skill's own guard must turn away (an SSRF test), not a host it uses
+            if _LOOPBACK.match(host) and _PROXY_OPTION.search(re.sub(r"\S*" + re.escape(m.group(0)) + r"\S*", " ", line_of(doc, m.start()))):
+                continue  # "--proxy: Proxy URL (e.g., http://localhost:7890)": where the user's own proxy would be, if any
             out.append(Finding(PRIVATE, "uses a private network host", clip(m.group(0)), doc.line_no(m.start()), doc.path))
     for doc in docs:
         if (m := next((m for m in _LAN_DEVICE.finditer(doc.text) if not _refused(doc, m.start())), None)):

@@ -168,6 +168,10 @@ _LEADS_INTO_LIST = re.compile(r"[:：]\s*(?:\*\*)?\s*$")
 _CREDENTIALS_HEADING = re.compile(
     rf"^\s{{0,3}}#{{1,6}}\s+(?:\W\s*)?(?:credentials|authentication|auth|secrets|api\s+keys?|access\s+tokens?|{_NEEDS_WORDS})\s*:?\s*$",
     re.I)
+# A heading that names the keys and says they are needed: "## AccessKey priority (must follow)", "### API key (required)".
+_KEY_HEADING_NEEDED = re.compile(
+    r"^\s{0,3}#{1,6}\s+(?=[^\n]*\b(?:access\s?keys?|api\s?keys?|credentials|secrets|tokens?)\b)(?=[^\n]*\b(?:must|required|mandatory)\b)[^\n]*$",
+    re.I)
 _CONDITION = re.compile(r"`\s+(?:\(\s*)?(?:if|when|unless|only\s+(?:if|when|for))\b|(?:如果|若|仅当|仅在)", re.I)
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s+")
 # A line that sets a value: `QQ_TOKEN=...`, `export X_KEY=...`, `api_key: ...`, `"token": ...`.
@@ -262,7 +266,7 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
                                                required=False, optional_because="its table row says it is not required"))
             continue
         required_column = -1
-        if _LEADS_INTO_LIST.search(line) or _CREDENTIALS_HEADING.match(line):
+        if _LEADS_INTO_LIST.search(line) or _CREDENTIALS_HEADING.match(line) or _KEY_HEADING_NEEDED.match(line):
             out.extend(_listed_requirements(line, lines[i + 1:i + 16], path, first_line + i + 1))
         for m in _PROSE_SET.finditer(line):
             name = m.group(1) or m.group(2)

@@ -498,3 +498,12 @@ def test_a_site_that_may_require_a_subscription_is_no_account_the_skill_needs(tm
     body = bash("python3 briefing.py --feeds rss.txt") + "\n### Feeds timing out\n- Some papers may require subscription cookies for some content\n"
     assert of_kind(evaluate(skill_from(tmp_path, body)), PRIVATE) == []
     assert reasons(evaluate(skill_from(tmp_path, body.replace("may require", "require"), name="r")), PRIVATE) == {"requires an account or login"}
+
+
+def test_a_loopback_proxy_given_as_an_options_example_is_no_host_the_skill_uses(tmp_path):
+    # a real text-to-speech CLI: "--proxy, -p: Proxy URL (e.g., http://localhost:7890)"
+    body = bash("tts-cli say 'hello' -o out.mp3") + "\n- `--proxy, -p`: Proxy URL (e.g., http://localhost:7890)\n"
+    assert of_kind(evaluate(skill_from(tmp_path, body)), PRIVATE) == []
+    # a URL whose path says proxy is still the user's own service (kubectl proxy's dashboard)
+    dash = bash("kubectl get pods") + '\n```python\nbrowser_open(url="http://localhost:8001/api/v1/namespaces/x/services/https:dash:/proxy/")\n```\n'
+    assert reasons(evaluate(skill_from(tmp_path, dash, name="k")), PRIVATE) == {"uses a private network host"}

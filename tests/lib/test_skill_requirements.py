@@ -386,3 +386,23 @@ def test_a_camel_case_secret_with_a_placeholder_addressed_to_the_user_is_require
     assert reasons(evaluate(skill_from(tmp_path, body)), PRIVATE) == {"requires secret apiKey"}
     default = body.replace('"your-service-api-key"', '"weather:v1"').replace('"apiKey"', '"cacheKey"')
     assert of_kind(evaluate(skill_from(tmp_path, default, name="d")), PRIVATE) == []
+
+
+def test_keys_listed_under_a_heading_that_says_they_must_be_set_are_required(tmp_path):
+    # a real cloud skill: "## AccessKey priority (must follow)" over "1) Environment variables: `X_ACCESS_KEY_ID` / ..."
+    body = (bash("python scripts/call_api.py --action DescribeInstances")
+            + "\n## AccessKey priority (must follow)\n\n1) Environment variables: `CLOUD_ACCESS_KEY_ID` / `CLOUD_ACCESS_KEY_SECRET` / `CLOUD_REGION_ID`\n"
+            "2) Shared config file: `~/.cloud/credentials`\n")
+    assert reasons(evaluate(skill_from(tmp_path, body)), PRIVATE) == {"requires secret CLOUD_ACCESS_KEY_ID", "requires secret CLOUD_ACCESS_KEY_SECRET"}
+    neutral = body.replace("## AccessKey priority (must follow)", "## AccessKey lookup order")
+    assert of_kind(evaluate(skill_from(tmp_path, neutral, name="n")), PRIVATE) == []
+
+
+def test_a_script_helper_that_stops_without_a_key_requires_it(tmp_path):
+    # a real story generator: build_client() calls require_env("STORY_LLM_API_KEY / ...", value), which exits
+    script = ('import os, sys\n\nLLM_KEY = os.getenv("TALE_LLM_API_KEY", "")\n\n\ndef require_env(name, value):\n'
+              '    if value:\n        return value\n    raise SystemExit(f"missing setting: {name}")\n\n\n'
+              'def client():\n    return make_client(require_env("TALE_LLM_API_KEY", LLM_KEY))\n')
+    skill = skill_from(tmp_path, bash("python scripts/tale.py --age 5"), files={"scripts/tale.py": script})
+    [hit] = of_kind(evaluate(skill), PRIVATE)
+    assert (hit.reason, hit.path, hit.line) == ("requires secret TALE_LLM_API_KEY", "scripts/tale.py", 13)
