@@ -534,11 +534,13 @@ def _personal_stores(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
 # "写入飞书文档"). No key need be named: the skill may lean on the agent's own channel to the service,
 # which a task cannot have either. Naming the service otherwise ("WhatsApp-style chat videos", "a
 # Twitter post converted to a prompt", "trends from public aggregators") is not acting there.
+# Names that are also everyday words (threads, signal, teams, lark, luma) count only capitalised.
 _ACCOUNT_SERVICES = (
-    r"Feishu|Lark|DingTalk|WeCom|WeChat|Slack|Discord|Telegram|WhatsApp|Signal|iMessage|Notion|Gmail"
-    r"|Google\s+(?:Calendar|Drive|Docs|Sheets|Keep|Tasks|Photos)|Outlook|Microsoft\s+(?:365|Teams|To\s+Do)|Teams"
-    r"|Twitter|X\s*/\s*Twitter|Twitter\s*/\s*X|LinkedIn|Instagram|Facebook|Threads|TikTok|Bluesky|Mastodon"
-    r"|Todoist|Trello|Asana|Airtable|Dropbox|OneDrive|Evernote|Spotify|Luma"
+    r"Feishu|DingTalk|WeCom|WeChat|Slack|Discord|Telegram|WhatsApp|iMessage|Notion|Gmail"
+    r"|Google\s+(?:Calendar|Drive|Docs|Sheets|Keep|Tasks|Photos)|Outlook|Microsoft\s+(?:365|Teams|To\s+Do)"
+    r"|Twitter|X\s*/\s*Twitter|Twitter\s*/\s*X|LinkedIn|Instagram|Facebook|TikTok|Bluesky|Mastodon"
+    r"|Todoist|Trello|Asana|Airtable|Dropbox|OneDrive|Evernote|Spotify"
+    r"|(?-i:Lark|Signal|Teams|Threads|Luma)"
 )
 _SERVICE_ACCOUNT = re.compile(
     rf"\b(?:send|post|reply|repl(?:y|ies)\s+to|react|publish|upload|tweet|share|deliver|push|notify)\w*\s+"

@@ -507,3 +507,10 @@ def test_a_loopback_proxy_given_as_an_options_example_is_no_host_the_skill_uses(
     # a URL whose path says proxy is still the user's own service (kubectl proxy's dashboard)
     dash = bash("kubectl get pods") + '\n```python\nbrowser_open(url="http://localhost:8001/api/v1/namespaces/x/services/https:dash:/proxy/")\n```\n'
     assert reasons(evaluate(skill_from(tmp_path, dash, name="k")), PRIVATE) == {"uses a private network host"}
+
+
+def test_service_names_that_are_everyday_words_count_only_as_names(tmp_path):
+    front = "---\nname: forum-helper\ndescription: Post a summary in threads on the team forum and send a signal to the worker.\n---\n"
+    assert SERVICE not in reasons(evaluate(skill_from(tmp_path, bash("forum post"), front=front)), PRIVATE)
+    named = front.replace("in threads on the team forum", "on Threads")
+    assert SERVICE in reasons(evaluate(skill_from(tmp_path, bash("forum post"), front=named, name="n")), PRIVATE)
