@@ -73,13 +73,13 @@ _FREE_TIER = re.compile(r"\bfree\s+(?:tier|plan|version|edition)\b|^\s*\|\s*\**\
 # The one vocabulary of need, for credentials here and for accounts and logins in skill_private: a word
 # that says something is needed; the words of a heading (or a list's lead-in) over what a skill
 # needs; a line ending in a colon that leads into such a list ("**You'll need:**", "Required:").
-# A negation just before a requirement or an account word, in its clause: "no account needed", "free, without a wallet".
-NEGATION_BEFORE = re.compile(r"\b(?:no|not|without|free|never|don'?t|doesn'?t|isn'?t)\b[^.\n]{0,40}$", re.I)
 NEEDED = re.compile(r"\b(?:required|requires?|mandatory|must|needs?|needed|prerequisites?)\b", re.I)
 _NEEDS_WORDS = (r"prerequisites?|requirements?|before\s+you\s+(?:start|begin)|what\s+you(?:'ll|\s+will)?\s+need"
                 r"|前置条件|前提条件|准备工作|依赖")
 NEEDS_HEADING = re.compile(_NEEDS_WORDS, re.I)
 NEEDS_LEAD_IN = re.compile(rf"(?:you(?:'ll|\s+will)?\s+need|required|{_NEEDS_WORDS})[^\n]{{0,20}}?[:：]\s*(?:\*\*)?\s*$", re.I)
+# A negation just before a requirement or an account word, in its clause: "no account needed", "free, without a wallet".
+NEGATION_BEFORE = re.compile(r"\b(?:no|not|without|free|never|don'?t|doesn'?t|isn'?t)\b[^.\n]{0,40}$", re.I)
 FENCE_LINE = re.compile(r"^\s{0,3}(?:```|~~~)")
 _FENCE_OPEN = re.compile(r"^\s{0,3}(?:```|~~~)\s*([\w+-]*)")
 _PROSE_ENV = re.compile(
