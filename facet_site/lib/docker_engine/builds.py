@@ -154,10 +154,25 @@ class _BuildStream:
             self.response.close()
 
 
-def _remove_containers(client: docker.DockerClient, ids: Iterable[str]) -> None:
+def _remove_containers(client: docker.DockerClient, ids: Iterable[str], *, wait_s: float = 20) -> None:
+    """Force-remove the build's step containers and wait until they are gone. The engine starts
+    removing a cancelled step's container itself: our remove then answers 409 ("removal already in
+    progress") at once, and the container lingers as "Removal In Progress" for seconds on a loaded
+    machine, so returning then would leave it behind for the caller to see."""
+    ids = list(ids)
     for cid in ids:
         with contextlib.suppress(NotFound, APIError, requests.exceptions.RequestException):
             client.api.remove_container(cid, force=True, v=True)
+    deadline = time.monotonic() + wait_s
+    for cid in ids:
+        while time.monotonic() < deadline:
+            try:
+                client.api.inspect_container(cid)
+            except NotFound:
+                break
+            except (APIError, requests.exceptions.RequestException):
+                break  # the engine cannot tell; the leftover sweep (docker_engine.leftovers) has the last word
+            time.sleep(0.2)
 
 
 def build_image(
