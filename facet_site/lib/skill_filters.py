@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 from facet_site.lib import skill_private, skill_steps
 from facet_site.lib.skill_findings import (
-    KINDS, NON_ACTIONABLE, PRIVATE, UNREADABLE, UNSAFE, Finding, SkillDoc, cautioned, clip, is_program, skill_md_docs,
+    KINDS, NON_ACTIONABLE, PRIVATE, UNREADABLE, UNSAFE, Finding, SkillDoc, cautioned, clip, is_program, program_docs,
+    skill_md_docs,
 )
 from facet_site.lib.skill_private import requirements
 from facet_site.lib.skillformat import ParsedSkill, markdown
@@ -181,14 +182,10 @@ def evaluate(skill: ParsedSkill) -> list[Finding]:
         return [Finding(UNREADABLE, skill.unreadable_reason, "", 0, md_path)]
     findings: list[Finding] = []
     docs = skill_md_docs(skill)
-    scripts = [
-        SkillDoc(f.path, f.text, 1, markdown=False)
-        for f in skill.files
-        if f.text and is_program(f.path, f.text)
-    ]
-    for doc in docs + scripts:
+    programs = program_docs(skill)
+    for doc in docs + programs:
         _unsafe(doc, findings)
-    skill_private.private_findings(skill, docs, findings)
+    skill_private.private_findings(skill, docs, programs, findings)
     if not _actionable(skill):
         findings.append(Finding(
             NON_ACTIONABLE,

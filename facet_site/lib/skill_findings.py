@@ -166,6 +166,11 @@ def skill_md_docs(skill: ParsedSkill) -> list[SkillDoc]:
             SkillDoc(md_path, skill.body, skill.body_start_line, markdown=True)]
 
 
+def program_docs(skill: ParsedSkill) -> list[SkillDoc]:
+    """The programs a skill ships (`is_program`), one SkillDoc each, read as code from line 1."""
+    return [SkillDoc(f.path, f.text, 1, markdown=False) for f in skill.files if f.text and is_program(f.path, f.text)]
+
+
 def line_of(doc: SkillDoc, pos: int) -> str:
     start, end = doc.line_at(pos)
     return doc.text[start:end].strip()

@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 
 from facet_site.lib import skill_requirements
-from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, is_program
+from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, line_of
 from facet_site.lib.skill_safety_rules import load_rules
-from facet_site.lib.skillformat import ParsedSkill
 
 # Spending the user's money per call: x402 pay-per-call APIs and wallets to be funded. Pay-side wording
 # only: a skill that sells behind a paywall or receives payments spends nothing of the user's.
@@ -32,9 +31,10 @@ _BUYS = re.compile(r"\bmake\s+(?:\w+\s+){0,2}?(?:micro)?payments?|\bfund\s|\byou
 # ASCII boundaries: in Chinese or Japanese text the name touches the characters around it ("使用USDC支付").
 _MONEY_RAIL = re.compile(r"(?<![A-Za-z0-9])(?:x402|usdc|stablecoins?|sats)(?![A-Za-z0-9])|\b402\s+payment|\bwallet|\blightning\b"
                          r"|钱包|稳定币", re.I)
+# A way without paying: the wallet is optional, or there is a free tier (skill_requirements.FREE_TIER).
 _FREE_OF_PAYMENT = re.compile(
     r"\bwallet\s+(?:is\s+)?optional|\boptional[^.\n]{0,30}\b(?:paid|wallet|payments?)\b|\bwithout\s+(?:a\s+)?wallet"
-    r"|\bfree\s+(?:tools?|tier|mode)\b|\bno\s+(?:wallet|payment)\s+(?:is\s+)?(?:required|needed)",
+    r"|\bno\s+(?:wallet|payment)\s+(?:is\s+)?(?:required|needed)",
     re.I,
 )
 
@@ -43,22 +43,19 @@ _FREE_OF_PAYMENT = re.compile(
 _AUTO_PAY_RULE = "payment.auto-pay"
 
 
-def payment_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding]) -> None:
-    """Append the "pays per call" finding of SKILL.md's `docs` (frontmatter, body), then of its programs."""
+def payment_findings(docs: list[SkillDoc], programs: list[SkillDoc], out: list[Finding]) -> None:
+    """Append the "pays per call" finding of SKILL.md's `docs` (frontmatter, body), then of its `programs`."""
     _payments(docs, out)
-    _auto_pay(skill, out)
+    _auto_pay(programs, out)
 
 
-def _auto_pay(skill: ParsedSkill, out: list[Finding]) -> None:
+def _auto_pay(programs: list[SkillDoc], out: list[Finding]) -> None:
     """A program that pays by itself for each call: the user's money, which a task cannot have."""
     auto_pay = next(r.patterns for r in load_rules().rules if r.id == _AUTO_PAY_RULE)
-    for f in skill.files:
-        if not (f.text and is_program(f.path, f.text)):
-            continue
-        if m := next((m for p in auto_pay for m in [p.search(f.text)] if m), None):
-            line = f.text.count("\n", 0, m.start())
-            out.append(Finding(PRIVATE, "pays per call from a funded wallet", clip(f.text.split("\n")[line].strip()),
-                               line + 1, f.path))
+    for doc in programs:
+        if m := next((m for p in auto_pay for m in [p.search(doc.text)] if m), None):
+            out.append(Finding(PRIVATE, "pays per call from a funded wallet", clip(line_of(doc, m.start())),
+                               doc.line_no(m.start()), doc.path))
             return
 
 
@@ -67,16 +64,12 @@ def _payments(docs: list[SkillDoc], out: list[Finding]) -> None:
     a wallet is said to be optional or some tools are free; the first such line."""
     if not any(_MONEY_RAIL.search(doc.text) for doc in docs):
         return
-    if any(_FREE_OF_PAYMENT.search(doc.text) for doc in docs):
+    if any(_FREE_OF_PAYMENT.search(doc.text) or skill_requirements.FREE_TIER.search(doc.text) for doc in docs):
         return
     for doc in docs:
         for m in _PAYS.finditer(doc.text):
-            line_start, line_end = doc.line_at(m.start())
-            line = doc.text[line_start:line_end]
-            if skill_requirements.OPTIONAL.search(line) or skill_requirements.NEGATION_BEFORE.search(doc.text[line_start:m.start()]):
+            line = line_of(doc, m.start())
+            if skill_requirements.hedged(doc.text, m.start()) or (_SELLS.search(line) and not _BUYS.search(line)):
                 continue
-            if _SELLS.search(line) and not _BUYS.search(line):
-                continue
-            out.append(Finding(PRIVATE, "pays per call from a funded wallet", clip(line.strip()), doc.line_no(m.start()),
-                               doc.path))
+            out.append(Finding(PRIVATE, "pays per call from a funded wallet", clip(line), doc.line_no(m.start()), doc.path))
             return

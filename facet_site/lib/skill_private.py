@@ -315,8 +315,9 @@ def requirements(skill: ParsedSkill) -> skill_requirements.Requirements:
     return _secret_requirements(skill, skill_md_docs(skill))
 
 
-def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding]) -> None:
-    """Append the PRIVATE findings of a skill whose SKILL.md `docs` are (frontmatter, body)."""
+def private_findings(skill: ParsedSkill, docs: list[SkillDoc], programs: list[SkillDoc], out: list[Finding]) -> None:
+    """Append the PRIVATE findings of a skill whose SKILL.md `docs` are (frontmatter, body) and whose
+    programs are `programs` (`program_docs`)."""
     body = docs[1].text
     for req in _secret_requirements(skill, docs).required:
         out.append(Finding(PRIVATE, req.reason, req.evidence, req.line, req.path))
@@ -353,10 +354,10 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding
         _accounts(doc, out, own)
         _accounts_cjk(doc, out, own)
     _login_commands(docs[1], out)
-    skill_payments.payment_findings(skill, docs, out)
+    skill_payments.payment_findings(docs, programs, out)
     for doc in docs:
         _cloud_logins(doc, out)
-    _personal_stores(skill, docs, out)
+    _personal_stores(docs + programs, out)
     _service_accounts(docs, out)
     names = list(skill.required_env) + [v.get("name", "") for v in skill.env_vars if isinstance(v, dict)]
     for name in dict.fromkeys(n for n in names if n and _ACCOUNT_ID_NAME.search(n)):
@@ -514,17 +515,13 @@ _PERSONAL_STORE = re.compile(
     r"|\b(?:Apple\s+)?(?:Mail|Messages)\.app\b")
 
 
-def _personal_stores(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding]) -> None:
-    """A skill that reads or sends the user's own mail or chats through Mail.app or Messages."""
-    texts = [doc for doc in docs if doc.text]
-    texts += [SkillDoc(f.path, f.text, 1, markdown=False) for f in skill.files if f.text and is_program(f.path, f.text)]
-    for doc in texts:
-        for m in _PERSONAL_STORE.finditer(doc.text):
-            line = line_of(doc, m.start())
-            if skill_requirements.OPTIONAL.search(line) or skill_requirements.NEGATION_BEFORE.search(line[:max(0, line.find(m.group(0)))]):
-                continue
-            out.append(Finding(PRIVATE, "works in the user's own mail or chats (Mail.app, Messages)", clip(line.strip()),
-                               doc.line_no(m.start()), doc.path))
+def _personal_stores(docs: list[SkillDoc], out: list[Finding]) -> None:
+    """A skill (SKILL.md or a program) that reads or sends the user's own mail or chats through Mail.app
+    or Messages."""
+    for doc in docs:
+        if m := _first_stated(doc, _PERSONAL_STORE):
+            out.append(Finding(PRIVATE, "works in the user's own mail or chats (Mail.app, Messages)",
+                               clip(line_of(doc, m.start())), doc.line_no(m.start()), doc.path))
             return
 
 
@@ -565,14 +562,9 @@ def _service_accounts(docs: list[SkillDoc], out: list[Finding]) -> None:
         where, limit = front, len(front.text)
     else:
         where, limit = body, sum(len(ln) + 1 for ln in body.text.split("\n")[:12])
-    for m in _SERVICE_ACCOUNT.finditer(where.text, 0, limit):
-        line = line_of(where, m.start())
-        if skill_requirements.OPTIONAL.search(line) or skill_requirements.NEGATION_BEFORE.search(
-                line[:max(0, line.find(m.group(0)))]):
-            continue
+    if m := _first_stated(where, _SERVICE_ACCOUNT, end=limit):
         out.append(Finding(PRIVATE, "works in the user's account on a service (messages, posts or documents there)",
-                           clip(line.strip()), where.line_no(m.start()), where.path))
-        return
+                           clip(line_of(where, m.start())), where.line_no(m.start()), where.path))
 
 
 # A cloud provider's command-line tool set up with the user's credentials: "`aws` CLI configured with
@@ -585,13 +577,18 @@ _CLOUD_LOGIN = re.compile(
 def _cloud_logins(doc: SkillDoc, out: list[Finding]) -> None:
     """A cloud CLI set up with the user's credentials, in a Requirements/Prerequisites section or on a
     line that says it is needed (not "Verify the AWS CLI is configured" in a troubleshooting example)."""
-    for m in _CLOUD_LOGIN.finditer(doc.text):
-        line_start, line_end = doc.line_at(m.start())
-        line = doc.text[line_start:line_end]
-        if skill_requirements.OPTIONAL.search(line) or skill_requirements.NEGATION_BEFORE.search(doc.text[line_start:m.start()]):
-            continue
-        in_requirements = doc.markdown and any(skill_requirements.NEEDS_HEADING.search(h) for h in doc.headings_above(m.start())[:1])
-        if not (in_requirements or skill_requirements.NEEDED.search(line)):
-            continue
-        out.append(Finding(PRIVATE, "requires an account or login", clip(line.strip()), doc.line_no(m.start()), doc.path))
-        return
+    def stated_as_needed(m: re.Match) -> bool:
+        return (doc.markdown and any(skill_requirements.NEEDS_HEADING.search(h) for h in doc.headings_above(m.start())[:1])
+                or bool(skill_requirements.NEEDED.search(line_of(doc, m.start()))))
+
+    if m := _first_stated(doc, _CLOUD_LOGIN, also=stated_as_needed):
+        out.append(Finding(PRIVATE, "requires an account or login", clip(line_of(doc, m.start())), doc.line_no(m.start()), doc.path))
+
+
+def _first_stated(doc: SkillDoc, pattern: re.Pattern, *, end: int | None = None, also=None) -> re.Match | None:
+    """The first match of `pattern` in `doc` (before `end`) that its line does not take back (optional,
+    or negated before it: `skill_requirements.hedged`) and that passes `also`, if given."""
+    for m in pattern.finditer(doc.text, 0, len(doc.text) if end is None else end):
+        if not skill_requirements.hedged(doc.text, m.start()) and (also is None or also(m)):
+            return m
+    return None

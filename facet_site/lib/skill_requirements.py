@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-__all__ = ["Requirement", "Requirements", "judge", "prose_requirements", "OPTIONAL", "NO_KEY_PATH", "FENCE_LINE"]
+__all__ = ["Requirement", "Requirements", "judge", "prose_requirements", "hedged", "OPTIONAL", "NO_KEY_PATH", "FENCE_LINE"]
 
 OPTIONAL = re.compile(
     r"\b(?:optional(?:ly)?|if\s+you\s+(?:have|want|prefer)|if\s+(?:available|set|provided|present|configured|needed)"
@@ -66,10 +66,12 @@ _KEY_NOUN_ANY = re.compile(_KEY_NOUN + r"|\bapi\s?-?key\b", re.I)
 # "If you have a `MOLTDJ_API_KEY` saved, skip to Step 4": where to pick up once the key is had, not a
 # key one can do without.
 _RESUMES = re.compile(r"\bif\s+you\s+(?:already\s+)?have\b[^.\n]{0,80}?\b(?:saved|stored|already)\b|\bskip\s+(?:to|ahead|straight)\b", re.I)
-# A licence key (HEFESTO_LICENSE_KEY) beside a free tier ("| **FREE** | $0/mo | Static analysis |", "free
-# tier", "free plan"): the key unlocks paid features, the free tier does the work.
+# A free way to use what else is paid for: "free tier", "free plan", "free tools", a pricing table's
+# "| **FREE** | $0/mo |" row. Beside a licence key (HEFESTO_LICENSE_KEY) the key unlocks paid features
+# and the free tier does the work; beside a wallet (skill_payments) nothing need be paid.
+FREE_TIER = re.compile(r"\bfree\s+(?:tier|plan|version|edition|mode|tools?)\b|^\s*\|\s*\**\s*free\s*\**\s*\|\s*\$?\s*0\b",
+                       re.I | re.M)
 _LICENSE_NAME = re.compile(r"LICEN[CS]E", re.I)
-_FREE_TIER = re.compile(r"\bfree\s+(?:tier|plan|version|edition)\b|^\s*\|\s*\**\s*free\s*\**\s*\|\s*\$?\s*0\b", re.I)
 # The one vocabulary of need, for credentials here and for accounts and logins in skill_private: a word
 # that says something is needed; the words of a heading (or a list's lead-in) over what a skill
 # needs; a line ending in a colon that leads into such a list ("**You'll need:**", "Required:").
@@ -80,6 +82,15 @@ NEEDS_HEADING = re.compile(_NEEDS_WORDS, re.I)
 NEEDS_LEAD_IN = re.compile(rf"(?:you(?:'ll|\s+will)?\s+need|required|{_NEEDS_WORDS})[^\n]{{0,20}}?[:：]\s*(?:\*\*)?\s*$", re.I)
 # A negation just before a requirement or an account word, in its clause: "no account needed", "free, without a wallet".
 NEGATION_BEFORE = re.compile(r"\b(?:no|not|without|free|never|don'?t|doesn'?t|isn'?t)\b[^.\n]{0,40}$", re.I)
+
+
+def hedged(text: str, pos: int) -> bool:
+    """Whether what is said at `pos` is taken back on its own line: the line says optional, or a negation
+    opens the clause before it ("no Telegram account needed", "works without Mail.app")."""
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return bool(OPTIONAL.search(text, start, len(text) if end < 0 else end) or NEGATION_BEFORE.search(text[start:pos]))
+
 FENCE_LINE = re.compile(r"^\s{0,3}(?:```|~~~)")
 _FENCE_OPEN = re.compile(r"^\s{0,3}(?:```|~~~)\s*([\w+-]*)")
 _PROSE_ENV = re.compile(
@@ -422,7 +433,7 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]],
         if not why and no_key[2]:
             why = f"the skill has a no-key path: “{no_key[2]}” (line {no_key[1]})"
         if not why and _LICENSE_NAME.search(req.name) and (free := next(
-                (ln for p, _, ln in lines if p in own_paths and _FREE_TIER.search(ln)), None)):
+                (ln for p, _, ln in lines if p in own_paths and FREE_TIER.search(ln)), None)):
             # a licence key unlocks the paid tiers; the free tier does the skill's work without one
             why = f"a licence key, and the skill has a free tier: “{_clip(free.strip())}”"
         items.append(replace(req, required=not why, optional_because=why))

@@ -243,6 +243,9 @@ def test_paying_per_call_from_a_wallet_is_private(tmp_path, text, line):
         "Show the USDC balance of any wallet address and its last transfers.\n",
         # paying is not said to be needed
         "Payments over x402 are not required for the public endpoints.\n",
+        # a free plan beside the paid calls: the same wording of a free offer as beside a licence key
+        "Premium forecasts are paid via x402 micropayments from your wallet. The free plan covers 100 forecasts a day.\n",
+        "| Plan | Price |\n|---|---|\n| **Free** | $0 |\n| Pro | pay per call via x402 from your wallet |\n",
     ],
 )
 def test_wallets_and_payments_that_cost_the_user_nothing_are_not_private(tmp_path, text):

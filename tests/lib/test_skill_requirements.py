@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from facet_site.lib import skill_requirements
 from facet_site.lib.skill_filters import PRIVATE, evaluate, requirements
 from tests.lib.skill_filter_samples import FRONT, bash, of_kind, reasons, skill_from
 
@@ -369,6 +370,28 @@ def test_a_licence_key_beside_a_free_tier_is_optional(tmp_path):
     assert reasons(evaluate(skill_from(tmp_path, paid, name="p")), PRIVATE) == {"requires secret AUDITOR_LICENSE_KEY"}
     api = body.replace("AUDITOR_LICENSE_KEY", "AUDITOR_API_KEY")
     assert reasons(evaluate(skill_from(tmp_path, api, name="a")), PRIVATE) == {"requires secret AUDITOR_API_KEY"}
+
+
+def test_a_licence_key_beside_free_tools_is_optional(tmp_path):
+    body = (bash("auditor scan .") + "\nThe free tools work out of the box; a licence adds ML analysis.\n\n"
+            "```bash\nexport AUDITOR_LICENSE_KEY=<your-key>\n```\n")
+    skill = skill_from(tmp_path, body)
+    assert of_kind(evaluate(skill), PRIVATE) == []
+    [req] = requirements(skill).items
+    assert (req.name, req.required) == ("AUDITOR_LICENSE_KEY", False)
+
+
+@pytest.mark.parametrize(("text", "word", "taken_back"), [
+    ("Send WhatsApp messages to your contacts.", "Send", False),
+    ("No Telegram account needed: messages go to a local file.", "Telegram", True),
+    ("Posting to Slack (optional) after each run.", "Posting", True),
+    # the negation belongs to another sentence
+    ("It is not fast. Post to Slack after each run.", "Post", False),
+    # only the line of the match counts
+    ("optional extras below\nPost to Slack after each run.", "Post", False),
+])
+def test_what_a_line_takes_back(text, word, taken_back):
+    assert skill_requirements.hedged(text, text.index(word)) is taken_back
 
 
 def test_where_to_pick_up_once_the_key_is_had_does_not_make_it_optional(tmp_path):
