@@ -21,6 +21,8 @@ How a rule decides (all conditions are fields of the rule in the data file):
   the classes it names, at the level it gives each. So `curl https://get.docker.com | sh` stays
   clean, the same command from a raw IP or over plain http is unsafe, from another host suspicious.
 * `outside_fences`: hidden-text rules (HTML comments) ignore what a fenced block shows openly.
+* `vendor_exempt`: a match whose line(s) link somewhere, and only to vendor installer hosts of the
+  `[allowlist]`, is not counted ("download and run `rustup-init.exe` from https://rustup.rs").
 * `scripts_only`: the rule runs on program files only (a script extension or a #! line), where a
   whole-file `near` window means one program does both things, not two examples of a document.
 
@@ -439,6 +441,8 @@ def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bo
                         unless_at[first, last] = _any_search(rule.unless, _span(text, starts, first, last))
                     if unless_at[first, last]:
                         continue
+                if rule.vendor_exempt and _links_only_vendors(rs, _span(text, starts, first, last)):
+                    continue
                 if rule.near:
                     if (first, last) not in near_at:
                         window = _span(text, starts, first - rule.near_lines, last + rule.near_lines)
@@ -482,6 +486,15 @@ def _needle_spans(
         else:
             spans.append((a, b))
     return spans
+
+
+_LINK = re.compile(r"https?://[^\s'\"`)<>\]]+")
+
+
+def _links_only_vendors(rs: RuleSet, lines: str) -> bool:
+    """`lines` link somewhere, and only to official installers ("run `rustup-init.exe` from https://rustup.rs")."""
+    urls = [u.rstrip(".,;:") for u in _LINK.findall(lines)]
+    return bool(urls) and all(classify_url(u, rs.allowlist, rs.throwaway) == "allowlisted" for u in urls)
 
 
 def _span(text: str, starts: list[int], first: int, last: int) -> str:

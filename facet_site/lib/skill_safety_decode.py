@@ -1,9 +1,14 @@
 """Decoding of encoded text in skills for the safety scanner, Django-free.
 
-`decode_tree(text)` finds base64 runs (UTF-8, or UTF-16LE as PowerShell's `-EncodedCommand` takes
-them), `\\xNN` and bare hex strings, %-encoded runs and Unicode tag characters in `text`, and lines
-with zero-width characters (which split words so that no phrase rule matches; the line is read
-again without them), decodes those that read as text, and decodes the results again up to
+`decode_tree(text)` finds base64 runs (UTF-8, UTF-16LE as PowerShell's `-EncodedCommand` takes
+them, or zlib/gzip-compressed, as `exec(zlib.decompress(b64decode(...)))` hides a payload), `\\xNN`
+and bare hex strings, %-encoded runs, arrays of character codes (`String.fromCharCode(104, 116, ...)`)
+and Unicode tag characters in `text`; lines with zero-width characters (which split words so that
+no phrase rule matches; the line is read again without them) and lines that build a word from
+pieces (`'Down' + 'load' + 'Str' + 'ing'`, over lines too; the text is read again joined), shell
+lines that use `${IFS}` for spaces (read again with spaces), `\\NNN` octal escapes; and, in a text
+that names rot13, base85 or reverses strings (`| rev |`, `[::-1]`, `.split('').reverse()`), its
+quoted strings (and, for reversing, long lines) read rot13'd, base85-decoded or backwards. It decodes those that read as text, and decodes the results again up to
 `MAX_DECODE_DEPTH` levels. Each `Layer` keeps the span of the outermost encoded text, so a finding
 in decoded text is reported where the encoded text stands.
 """
@@ -11,8 +16,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import re
 import urllib.parse
+import zlib
 from dataclasses import dataclass
 
 __all__ = ["MAX_DECODE_DEPTH", "Layer", "decode_tree"]
@@ -33,6 +40,18 @@ _HEX_ESC = re.compile(r"(?:\\x[0-9a-fA-F]{2}){6,}")
 _HEX_BARE = re.compile(r"(?:[0-9a-fA-F]{2}){10,}")
 _PCT = re.compile(r"(?:%[0-9A-Fa-f]{2}[^\s%]{0,3}){6,}")
 _TAGS = re.compile("[\U000E0020-\U000E007F]+")
+# Two pieces of a string literal joined at run time: 'Down' + 'load', "Net." + "Web"
+_JOIN = re.compile(r"""(['"])\s*\+\s*\1""")
+_JOIN_GAP = 200  # characters between two joins of one built string, at most
+_CHAR_CODES = re.compile(r"(?<![\w.])(?:\d{2,3}\s*,\s*){7,}\d{2,3}(?![\w.])")
+_NAMES_ROT13 = re.compile(r"rot[_-]?13", re.I)
+# String reversal as programs write it (not a list's .reverse(), which reverses no text)
+_REVERSES = re.compile(r"\|\s*rev\b|\brev\s*\||\[::-1\]|split\(\s*(?:''|\"\")\s*\)\.reverse\(\)|\bstrrev\(|StrReverse|\[array\]::Reverse", re.I)
+# String literals, paired left to right (so the code between two strings is never read as one)
+_LITERAL = re.compile(r"""(['"])((?:\\.|(?!\1)[^\\\n])*)\1""")
+_IFS = re.compile(r"\$\{IFS\}|\$IFS\b")
+_OCTAL_ESC = re.compile(r"(?:\\[0-3][0-7]{2}){4,}")
+_MAX_INFLATED = 1_000_000  # bytes of a compressed payload read, at most
 _FLAG_BASE = "\U0001F3F4"  # a waving black flag followed by tags is a subdivision flag emoji
 # Zero-width and bidirectional-control characters; the joiners (U+200C/D) only beside ASCII, since
 # emoji sequences and Indic scripts use them legitimately. The same set the rule `hidden.zero-width`
@@ -65,6 +84,42 @@ def _decodings(text: str):
             if stripped != line and stripped.strip():
                 yield "zero-width removed", start, start + len(line.rstrip("\r\n")), stripped.rstrip("\r\n")
             start += len(line)
+    for start, end in _join_clusters(text):
+        # pieces joined (they may run over several lines: `$b = 'AAA' +\n 'BBB'`), read as one string
+        yield "joined strings", start, end, _JOIN.sub("", text[start:end])
+    if "${IFS}" in text or "$IFS" in text:
+        for line_start, line in _lines(text):
+            if "IFS" in line and _IFS.search(line):
+                yield "${IFS} as spaces", line_start, line_start + len(line), _IFS.sub(" ", line)
+    if "\\0" in text or "\\1" in text:
+        for m in _OCTAL_ESC.finditer(text):
+            decoded = _printable(bytes(int(o, 8) & 0xFF for o in m.group(0).split("\\")[1:]))
+            if decoded:
+                yield "octal", m.start(), m.end(), decoded
+    for m in _CHAR_CODES.finditer(text):
+        codes = [int(c) for c in re.findall(r"\d+", m.group(0))]
+        if all(9 <= c < 127 for c in codes):
+            decoded = _printable(bytes(codes))
+            if decoded:
+                yield "character codes", m.start(), m.end(), decoded
+    if _NAMES_ROT13.search(text):
+        for m in _literals(text)[:budget]:
+            yield "rot13", m.start(2), m.end(2), codecs.decode(m.group(2), "rot13")
+    if _REVERSES.search(text):
+        # quoted strings (`'...'[::-1]`) and whole lines (a heredoc fed to `rev`), read backwards
+        for m in _literals(text)[:budget]:
+            yield "reversed", m.start(2), m.end(2), m.group(2)[::-1]
+        lines = [(a, ln) for a, ln in _lines(text) if len(ln.strip()) >= 20 and not _REVERSES.search(ln)]
+        for line_start, line in lines[:budget]:
+            yield "reversed", line_start, line_start + len(line), line.strip()[::-1]
+    if "85decode" in text:
+        for m in _literals(text)[:budget]:
+            try:
+                decoded = _printable(base64.b85decode(m.group(2)))
+            except ValueError:
+                continue
+            if decoded:
+                yield "base85", m.start(2), m.end(2), decoded
     for m in _B64.finditer(text):
         token = m.group(0)
         if budget <= 0:
@@ -77,9 +132,9 @@ def _decodings(text: str):
             continue
         if not (re.search(r"[0-9+/=]", token) and re.search(r"[a-z]", token) and re.search(r"[A-Z]", token)):
             continue  # plain words, CamelCase identifiers
-        decoded = _b64(token)
+        kind, decoded = _b64(token)
         if decoded:
-            yield "base64", m.start(), m.end(), decoded
+            yield kind, m.start(), m.end(), decoded
     if "\\x" in text:
         for m in _HEX_ESC.finditer(text):
             decoded = _printable(bytes.fromhex(m.group(0).replace("\\x", "")))
@@ -97,16 +152,59 @@ def _decodings(text: str):
                 yield "url-encoding", start, end, decoded
 
 
-def _b64(token: str) -> str:
+def _b64(token: str) -> tuple[str, str]:
+    """(the decoding's name, the text) of a base64 token, or ("", "") when it is not text."""
     body = token.rstrip("=")
     try:
         raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
     except (binascii.Error, ValueError):
-        return ""
+        return "", ""
     if len(raw) >= 12 and raw[1::2].count(0) >= 0.9 * (len(raw) // 2):
         # UTF-16LE: ASCII text with a zero after every byte, what `powershell -EncodedCommand` runs
-        return _printable(raw[: len(raw) // 2 * 2].decode("utf-16-le", "replace").encode("utf-8"))
-    return _printable(raw)
+        return "base64", _printable(raw[: len(raw) // 2 * 2].decode("utf-16-le", "replace").encode("utf-8"))
+    if raw[:2] == b"\x1f\x8b" or (len(raw) > 2 and raw[0] == 0x78 and raw[1] in (0x01, 0x5E, 0x9C, 0xDA)):
+        # zlib (0x78 ..) or gzip (1f 8b) inside the base64: read at most _MAX_INFLATED bytes of it
+        try:
+            inflated = zlib.decompressobj(wbits=47).decompress(raw, _MAX_INFLATED)  # 47: zlib or gzip header
+        except zlib.error:
+            return "", ""
+        return "base64 then zlib", _printable(inflated)
+    return "base64", _printable(raw)
+
+
+def _join_clusters(text: str):
+    """(start, end) around each run of two or more joins lying within _JOIN_GAP characters of each
+    other: the text to read joined. Lone joins (a long message wrapped once) are left alone, and a big
+    file with a few joins is not read a second time in full."""
+    run: list[re.Match] = []
+    for m in _JOIN.finditer(text):
+        if run and m.start() - run[-1].end() > _JOIN_GAP:
+            if len(run) >= 2:
+                yield _around(text, run[0].start(), run[-1].end())
+            run = []
+        run.append(m)
+    if len(run) >= 2:
+        yield _around(text, run[0].start(), run[-1].end())
+
+
+def _around(text: str, start: int, end: int) -> tuple[int, int]:
+    """From the line start before `start` (at most _JOIN_GAP back) to the line end after `end`."""
+    a = max(text.rfind("\n", 0, start) + 1, start - _JOIN_GAP)
+    b = text.find("\n", end)
+    return a, min(len(text) if b < 0 else b, end + _JOIN_GAP)
+
+
+def _literals(text: str) -> list[re.Match]:
+    """The string literals of `text` long enough to hide a command (12 characters or more)."""
+    return [m for m in _LITERAL.finditer(text) if len(m.group(2)) >= 12]
+
+
+def _lines(text: str):
+    """(offset, line without its line break) for each line of `text`."""
+    start = 0
+    for line in text.splitlines(keepends=True):
+        yield start, line.rstrip("\r\n")
+        start += len(line)
 
 
 def _printable(raw: bytes) -> str:

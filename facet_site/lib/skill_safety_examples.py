@@ -22,6 +22,8 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
     if doc.is_script:
         if doc.in_test_dir and a >= 0 and _quoted(line, a, b):
             return "quoted string in a test file"
+        if idx > 0 and _TEST_ANNOTATION.match(doc.line_text(idx - 1)):
+            return "test case of a detection rule (a `ruleid:` annotation above it)"
         # A detector's usage text shows the phrase as what it is given: `node detect.js --text "Ignore all
         # previous instructions"` in a comment or help string, labelled as an example or a detection. A
         # string the program prints or sends has no option before it, so it is still counted.
@@ -41,7 +43,10 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
             return f"alternative of a regular expression in a scanner's list (named {label.lower()!r})" if label else ""
         return ""
     if doc.is_data:
-        return "data file in a test folder" if doc.in_test_dir else ""
+        if doc.in_test_dir:
+            return "data file in a test folder"
+        kind = _detection_rule_file(doc.text)
+        return f"pattern in a {kind} detection rule file" if kind else ""
     if not doc.is_markdown:
         return ""
     headings = doc.headings_above(idx)
@@ -58,6 +63,8 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
             position = f"quoted text in a ```{lang} block"
         elif lang in rs.program_fences and a >= 0 and _quoted(line, a, b):
             position = f"quoted string in a ```{lang} block"
+        elif idx > open_line + 1 and _TEST_ANNOTATION.match(doc.line_text(idx - 1)):
+            return f"test case of a detection rule in a ```{lang} block (a `ruleid:` annotation above it)"
         else:
             # A block that can be run counts only when introduced as something not to run.
             label = _label(rs.warning_labels, [*intro, *headings[:1]])
@@ -78,6 +85,24 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
     before = [doc.line_text(i) for i in range(max(idx - 3, 0), idx)]
     label = _label(rs.example_labels, [outside, *before, *headings])
     return f"quoted in a {'list or table' if not text_rule else 'line'} labelled {label!r}" if label else ""
+
+
+# Semgrep's test annotation: the line below it is a case the rule must (ruleid) or must not (ok) match,
+# in a test file that is parsed, never run.
+_TEST_ANNOTATION = re.compile(r"^\s*(?:#|//|--|;|/\*)\s*(?:ruleid|ok|todoruleid|todook|deepruleid|deepok)\s*:\s*[\w.-]+")
+_SEMGREP_FILE = (re.compile(r"^rules\s*:", re.M), re.compile(r"^\s*-?\s*(?:pattern(?:s|-\w+)?|regex)\s*:", re.M),
+                 re.compile(r"^\s*message\s*:", re.M))
+_SIGMA_FILE = (re.compile(r"^logsource\s*:", re.M), re.compile(r"^detection\s*:", re.M))
+
+
+def _detection_rule_file(text: str) -> str:
+    """"Semgrep" or "Sigma" when a YAML file is a rule file of that tool (whose patterns name what to
+    find, not what to run), else ""."""
+    if all(p.search(text) for p in _SEMGREP_FILE):
+        return "Semgrep"
+    if all(p.search(text) for p in _SIGMA_FILE):
+        return "Sigma"
+    return ""
 
 
 def _label(words: re.Pattern, texts: Iterable[str]) -> str:

@@ -52,6 +52,7 @@ class Rule:
     multiline: bool = False  # patterns span lines: run on the whole text, not only on needle lines
     non_ascii: bool = False  # looks for non-ASCII characters only: ASCII-only texts are skipped
     scripts_only: bool = False  # runs on program files only (by extension or #! line), not on documents
+    vendor_exempt: bool = False  # a match whose lines link only vendor installers (the allowlist) is not counted
     bad: tuple[dict, ...] = ()  # {"path", "text", "level"}: must fire this rule (at that level, if given)
     good: tuple[dict, ...] = ()  # must not fire this rule
 
@@ -211,6 +212,7 @@ def _parse_rules(data: dict) -> RuleSet:
             exemptible=bool(raw.get("exemptible", True)), kind=raw.get("kind", "command"),
             outside_fences=bool(raw.get("outside_fences", False)), multiline=bool(raw.get("multiline", False)),
             non_ascii=bool(raw.get("non_ascii", False)), scripts_only=bool(raw.get("scripts_only", False)),
+            vendor_exempt=bool(raw.get("vendor_exempt", False)),
             bad=bad, good=good,
         ))
     allow = []
