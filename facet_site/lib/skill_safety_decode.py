@@ -40,13 +40,20 @@ _HEX_ESC = re.compile(r"(?:\\x[0-9a-fA-F]{2}){6,}")
 _HEX_BARE = re.compile(r"(?:[0-9a-fA-F]{2}){10,}")
 _PCT = re.compile(r"(?:%[0-9A-Fa-f]{2}[^\s%]{0,3}){6,}")
 _TAGS = re.compile("[\U000E0020-\U000E007F]+")
-# Two pieces of a string literal joined at run time: 'Down' + 'load', "Net." + "Web"
-_JOIN = re.compile(r"""(['"])\s*\+\s*\1""")
+# A quote, a plus and a quote: where a join may be (looked for before the literals are paired)
+_JOIN_HINT = re.compile(r"""['"]\s*\+\s*['"]""")
+# What stands between two string literals joined at run time: 'Down' + 'load', "Net." +\n "Web"
+_JOIN = re.compile(r"\s*\+\s*")
 _JOIN_GAP = 200  # characters between two joins of one built string, at most
 _CHAR_CODES = re.compile(r"(?<![\w.])(?:\d{2,3}\s*,\s*){7,}\d{2,3}(?![\w.])")
+# Only texts that turn numbers into characters are searched for arrays of them (the search is costly)
+_CHAR_CODE_HINTS = ("CharCode", "chr(", "Chr(", "bytes(", "bytearray(", "[char", "pack(", "chr ", "map(chr")
 _NAMES_ROT13 = re.compile(r"rot[_-]?13", re.I)
 # String reversal as programs write it (not a list's .reverse(), which reverses no text)
-_REVERSES = re.compile(r"\|\s*rev\b|\brev\s*\||\[::-1\]|split\(\s*(?:''|\"\")\s*\)\.reverse\(\)|\bstrrev\(|StrReverse|\[array\]::Reverse", re.I)
+_REV_PIPE_HINTS = ("| rev", "|rev", "rev |", "rev|")  # looked for before _REV_PIPE
+_REVERSED_HERE = re.compile(r"""\s*(?:\[::-1\]|\.split\(\s*(?:''|"")\s*\)\s*\.reverse\(\))""")
+_STRING_REVERSAL = re.compile(r"""\.split\(\s*(?:''|"")\s*\)\s*\.reverse\(\)|\bstrrev\(|\bStrReverse\(""")
+_REV_PIPE = re.compile(r"\|\s*rev\b|\brev\s*\|")
 # String literals, paired left to right (so the code between two strings is never read as one)
 _LITERAL = re.compile(r"""(['"])((?:\\.|(?!\1)[^\\\n])*)\1""")
 _IFS = re.compile(r"\$\{IFS\}|\$IFS\b")
@@ -84,9 +91,10 @@ def _decodings(text: str):
             if stripped != line and stripped.strip():
                 yield "zero-width removed", start, start + len(line.rstrip("\r\n")), stripped.rstrip("\r\n")
             start += len(line)
-    for start, end in _join_clusters(text):
-        # pieces joined (they may run over several lines: `$b = 'AAA' +\n 'BBB'`), read as one string
-        yield "joined strings", start, end, _JOIN.sub("", text[start:end])
+    if "+" in text and _two(_JOIN_HINT.finditer(text)):
+        for start, end, joined in _join_clusters(text):
+            # pieces joined (they may run over several lines: `$b = 'AAA' +\n 'BBB'`), read as one string
+            yield "joined strings", start, end, joined
     if "${IFS}" in text or "$IFS" in text:
         for line_start, line in _lines(text):
             if "IFS" in line and _IFS.search(line):
@@ -96,20 +104,25 @@ def _decodings(text: str):
             decoded = _printable(bytes(int(o, 8) & 0xFF for o in m.group(0).split("\\")[1:]))
             if decoded:
                 yield "octal", m.start(), m.end(), decoded
-    for m in _CHAR_CODES.finditer(text):
+    for m in (_CHAR_CODES.finditer(text) if any(h in text for h in _CHAR_CODE_HINTS) else ()):
         codes = [int(c) for c in re.findall(r"\d+", m.group(0))]
         if all(9 <= c < 127 for c in codes):
             decoded = _printable(bytes(codes))
             if decoded:
                 yield "character codes", m.start(), m.end(), decoded
-    if _NAMES_ROT13.search(text):
+    if "13" in text and _NAMES_ROT13.search(text):
         for m in _literals(text)[:budget]:
             yield "rot13", m.start(2), m.end(2), codecs.decode(m.group(2), "rot13")
-    if _REVERSES.search(text):
-        # quoted strings (`'...'[::-1]`) and whole lines (a heredoc fed to `rev`), read backwards
+    # a string turned round where it stands (`'...'[::-1]`), or any string of a text that turns strings
+    # round (`x.split('').reverse().join('')`, `strrev(`, `StrReverse(`; a list's `[::-1]` is not one)
+    every = any(h in text for h in (".reverse()", "strrev(", "StrReverse(")) and bool(_STRING_REVERSAL.search(text))
+    if every or "[::-1]" in text:
         for m in _literals(text)[:budget]:
-            yield "reversed", m.start(2), m.end(2), m.group(2)[::-1]
-        lines = [(a, ln) for a, ln in _lines(text) if len(ln.strip()) >= 20 and not _REVERSES.search(ln)]
+            if every or _REVERSED_HERE.match(text, m.end()):
+                yield "reversed", m.start(2), m.end(2), m.group(2)[::-1]
+    if any(h in text for h in _REV_PIPE_HINTS) and _REV_PIPE.search(text):
+        # lines fed to `rev` (a heredoc, a variable), read backwards
+        lines = [(a, ln) for a, ln in _lines(text) if len(ln.strip()) >= 20 and not _REV_PIPE.search(ln)]
         for line_start, line in lines[:budget]:
             yield "reversed", line_start, line_start + len(line), line.strip()[::-1]
     if "85decode" in text:
@@ -173,18 +186,36 @@ def _b64(token: str) -> tuple[str, str]:
 
 
 def _join_clusters(text: str):
-    """(start, end) around each run of two or more joins lying within _JOIN_GAP characters of each
-    other: the text to read joined. Lone joins (a long message wrapped once) are left alone, and a big
-    file with a few joins is not read a second time in full."""
-    run: list[re.Match] = []
-    for m in _JOIN.finditer(text):
-        if run and m.start() - run[-1].end() > _JOIN_GAP:
-            if len(run) >= 2:
-                yield _around(text, run[0].start(), run[-1].end())
-            run = []
-        run.append(m)
-    if len(run) >= 2:
-        yield _around(text, run[0].start(), run[-1].end())
+    """(start, end, joined text) for each run of string literals joined by `+`, two joins or more within
+    _JOIN_GAP characters of each other: lone joins (a long message wrapped once) are left alone, and
+    a big file with a few joins is not read a second time in full. A literal "+" is no join: only a
+    `+` between two literals is."""
+    run: list[re.Match] = []  # the literals of the current run
+    joins = 0
+    def close():
+        if joins >= 2:
+            a, b = _around(text, run[0].start(), run[-1].end())
+            joined = text[a:run[0].start()] + run[0].group(1) + "".join(m.group(2) for m in run) + run[-1].group(1) + text[run[-1].end():b]
+            return a, b, joined
+        return None
+    previous = None
+    for m in _LITERAL.finditer(text):
+        if previous is not None and m.start() - previous.end() <= _JOIN_GAP and _JOIN.fullmatch(text, previous.end(), m.start()):
+            if not run:
+                run = [previous]
+            run.append(m)
+            joins += 1
+        else:
+            if (found := close()):
+                yield found
+            run, joins = [], 0
+        previous = m
+    if (found := close()):
+        yield found
+
+
+def _two(matches) -> bool:
+    return next(matches, None) is not None and next(matches, None) is not None
 
 
 def _around(text: str, start: int, end: int) -> tuple[int, int]:
