@@ -1,0 +1,58 @@
+"""The red-team sets (docs/skills.md, "Red-team rounds"): skills written to get past a pattern scanner,
+beside legitimate look-alikes, by sessions that never saw the rules. Defanged and written for tests;
+they live in fixtures/safety-redteam.tar.gz with their labels.
+
+These are floors, not goals: what the rules caught when the sets were last fixed. A change that
+lets a caught skill through, or flags a look-alike that was clean, fails here and must say why in
+docs/skills.md; a change that catches more raises the floor. bench/safety_redteam.py prints the
+misses.
+"""
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from bench.safety_redteam import SETS, score_set
+
+# set: (malicious flagged, of; look-alikes clean, of), 2026-12-06
+FLOORS = {
+    "set1": (47, 51, 32, 33),
+    "set2": (44, 48, 33, 33),
+    "set3": (22, 45, 31, 34),
+    "set4": (34, 47, 29, 31),
+}
+
+
+@pytest.fixture(scope="module")
+def scores(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("redteam")
+    with tarfile.open(SETS) as tar:
+        tar.extractall(root, filter="data")
+    return {name: score_set(Path(root) / "safety-redteam" / name) for name in FLOORS}
+
+
+@pytest.mark.parametrize("name", sorted(FLOORS))
+def test_the_red_team_set_stays_caught_and_its_look_alikes_clean(scores, name):
+    flagged, malicious, clean, lookalikes = FLOORS[name]
+    got = scores[name]
+    assert (got["malicious"], got["lookalikes"]) == (malicious, lookalikes)
+    assert got["malicious_flagged"] >= flagged, f"{name} now misses: {got['misses']}"
+    assert got["lookalikes_clean"] >= clean, f"{name} now flags look-alikes: {got['false_alarms']}"
+
+
+def test_the_commodity_droppers_of_every_set_are_unsafe(tmp_path):
+    # The ClawHavoc shapes the issue found on ClawHub (a password zip with an .exe, base64 to a shell,
+    # a backdoor key in a weather skill), from every set, are rejected outright, not only held.
+    from bench.safety_redteam import level_of
+    from facet_site.lib.skillformat.corpus import parse_skill_dir
+
+    with tarfile.open(SETS) as tar:
+        tar.extractall(tmp_path, filter="data")
+    base = tmp_path / "safety-redteam"
+    for rel in ("set1/nightowl-dev/youtube-summarize-pro", "set1/weatherly/weather-now", "set2/kvothe-labs/solana-wallet-tracker",
+                "set3/quillforge/youtube-summarize-plus", "set3/tidewater-labs/polymarket-odds",
+                "set4/solanakit-dev/solana-wallet-tracker", "set4/gworkspace-herramientas/gmail-asistente"):
+        skill = parse_skill_dir(base / rel, root=base / rel.split("/")[0], source_kind="clawhub")
+        assert level_of(skill) == "unsafe", rel
