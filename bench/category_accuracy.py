@@ -23,12 +23,15 @@ computes from the text.
 --cv reports 5-fold cross-validation (two shuffles) on the pooled tuning parts for the module's
 setting and the same without the lexical model, per set; --cv-grid for every setting the module's
 constants were chosen from. --write-features stores what the classifier reads of every labelled
-skill beside the labels, which lets the production classifier train without corpus or registry.
+skill beside the labels, which lets the production classifier train without corpus or registry;
+--append-features adds the rows of registry skills labelled since (their texts under
+--registry-dir) to the stored ones, when the earlier rounds' texts are not at hand.
 
 Usage:
     .venv/bin/python bench/category_accuracy.py                 # writes bench/results/category_accuracy.json
     .venv/bin/python bench/category_accuracy.py --check-sample  # only verify both draws
     .venv/bin/python bench/category_accuracy.py --cv --write-features
+    .venv/bin/python bench/category_accuracy.py --append-features --registry-dir /tmp/new-round
     .venv/bin/python bench/category_accuracy.py --cv-only --out /tmp/cv.json   # settings from the tuning parts
     .venv/bin/python bench/category_accuracy.py --cv-results /tmp/cv.json      # then the held-out figures
 """
@@ -181,6 +184,20 @@ def features_of(embed, parsed: list[ParsedSkill]) -> tuple[np.ndarray, np.ndarra
     return nd, vectors, counts
 
 
+def append_features(embed, stored: ls.Features, rows: list[ls.LabelledSkill], texts: dict[str, ParsedSkill]) -> ls.Features:
+    """`stored` with rows added for the labelled skills it lacks, computed from their saved `texts`
+    (a set grows by rounds; the texts of earlier rounds need not be at hand)."""
+    new = [r for r in rows if r.id not in set(stored.ids)]
+    missing = [r.id for r in new if r.id not in texts]
+    if missing:
+        raise SystemExit(f"--append-features: {len(missing)} newly labelled skills are not saved, e.g. {missing[0]}")
+    if not new:
+        return stored
+    _, vectors, counts = features_of(embed, [texts[r.id] for r in new])
+    return ls.Features.merge([stored, ls.Features(ids=[r.id for r in new], vectors=vectors, counts=counts,
+                                                  signature=stored.signature)])
+
+
 # (C, zero-shot weight, alternative weight, lexical weight, lexical C): the module's setting and
 # its neighbours one at a time
 CV_SETTINGS = [(30.0, 0.3, 0.3, 0.25, 100.0), (10.0, 0.3, 0.3, 0.25, 100.0), (100.0, 0.3, 0.3, 0.25, 100.0),
@@ -264,6 +281,8 @@ def main(argv=None) -> int:
     ap.add_argument("--check-sample", action="store_true", help="only verify the labelled ids and splits")
     ap.add_argument("--cv", action="store_true", help="also cross-validate settings on the tuning parts")
     ap.add_argument("--write-features", action="store_true", help="write the labelled sets' *.features.npz")
+    ap.add_argument("--append-features", action="store_true",
+                    help="add to the registry sample's stored features the rows labelled since, read from --registry-dir")
     ap.add_argument("--cv-grid", action="store_true", help="cross-validate every row of CV_SETTINGS, not only the module's")
     ap.add_argument("--cv-only", action="store_true",
                     help="cross-validate on the tuning parts, write only that to --out, never score a held-out part")
@@ -273,7 +292,8 @@ def main(argv=None) -> int:
     skills = read_corpus(args.corpus)
     corpus_rows = ls.load_labelled(ls.CORPUS_LABELS)
     registry_rows = ls.load_labelled(ls.REGISTRY_LABELS)
-    saved = read_registry(args.registry_dir)
+    # --append-features reads only the newly labelled skills there; otherwise the directory holds all or none
+    saved = {} if args.append_features else read_registry(args.registry_dir)
     problems = check_sample(skills, corpus_rows) + check_registry(registry_rows, saved)
     for p in problems:
         print("sample:", p)
@@ -298,6 +318,10 @@ def main(argv=None) -> int:
                                         counts=registry_counts, signature=embedder.signature)
     else:
         registry_features = ls.load_features(ls.REGISTRY_FEATURES)
+    if args.append_features:
+        registry_features = append_features(embed, registry_features, registry_rows, read_registry(args.registry_dir))
+        ls.save_features(ls.REGISTRY_FEATURES, ids=registry_features.ids, vectors=registry_features.vectors,
+                         counts=registry_features.counts, signature=embedder.signature, labels_path=ls.REGISTRY_LABELS)
     if args.write_features:
         for features, labels, path in ((corpus_features, ls.CORPUS_LABELS, ls.CORPUS_FEATURES),
                                        (registry_features, ls.REGISTRY_LABELS, ls.REGISTRY_FEATURES)):
