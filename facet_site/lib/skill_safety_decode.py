@@ -1,16 +1,21 @@
 """Decoding of encoded text in skills for the safety scanner, Django-free.
 
-`decode_tree(text)` finds base64 runs (UTF-8, UTF-16LE as PowerShell's `-EncodedCommand` takes
-them, or zlib/gzip-compressed, as `exec(zlib.decompress(b64decode(...)))` hides a payload), `\\xNN`
-and bare hex strings, %-encoded runs, arrays of character codes (`String.fromCharCode(104, 116, ...)`)
-and Unicode tag characters in `text`; lines with zero-width characters (which split words so that
-no phrase rule matches; the line is read again without them) and lines that build a word from
-pieces (`'Down' + 'load' + 'Str' + 'ing'`, over lines too; the text is read again joined), shell
-lines that use `${IFS}` for spaces (read again with spaces), `\\NNN` octal escapes; and, in a text
-that names rot13, base85 or reverses strings (`| rev |`, `[::-1]`, `.split('').reverse()`), its
-quoted strings (and, for reversing, long lines) read rot13'd, base85-decoded or backwards. It decodes those that read as text, and decodes the results again up to
-`MAX_DECODE_DEPTH` levels. Each `Layer` keeps the span of the outermost encoded text, so a finding
-in decoded text is reported where the encoded text stands.
+`decode_tree(text)` finds in `text`:
+
+* base64 runs (UTF-8, UTF-16LE as PowerShell's `-EncodedCommand` takes them, or zlib/gzip inside,
+  as `exec(zlib.decompress(b64decode(...)))` hides a payload), `\\xNN` and bare hex strings,
+  `\\NNN` octal escapes, %-encoded runs, arrays of character codes (`String.fromCharCode(104, ...)`)
+  and Unicode tag characters;
+* lines with zero-width characters (which split words so that no phrase rule matches), read again
+  without them; string literals joined at run time (`'Down' + 'load' + 'Str' + 'ing'`, over lines
+  too), read joined; shell lines that write `${IFS}` for spaces, read with spaces;
+* in a text that names rot13 or base85, or turns strings round (`| rev |`, `'...'[::-1]`,
+  `.split('').reverse()`), its string literals (and, for `rev`, its long lines) read rot13'd,
+  base85-decoded or backwards.
+
+It keeps what reads as text and decodes the results again up to `MAX_DECODE_DEPTH` levels. Each
+`Layer` keeps the span of the outermost encoded text, so a finding in decoded text is reported where
+the encoded text stands.
 """
 from __future__ import annotations
 
@@ -192,6 +197,7 @@ def _join_clusters(text: str):
     `+` between two literals is."""
     run: list[re.Match] = []  # the literals of the current run
     joins = 0
+
     def close():
         if joins >= 2:
             a, b = _around(text, run[0].start(), run[-1].end())
