@@ -90,12 +90,10 @@ def _decodings(text: str):
             if m.start() > 0 and text[m.start() - 1] == _FLAG_BASE:
                 continue
             yield "unicode tags", m.start(), m.end(), "".join(chr(ord(c) - 0xE0000) for c in m.group(0))
-        start = 0
-        for line in text.splitlines(keepends=True):
+        for start, line in _lines(text):
             stripped = _ZERO_WIDTH.sub("", line)
             if stripped != line and stripped.strip():
-                yield "zero-width removed", start, start + len(line.rstrip("\r\n")), stripped.rstrip("\r\n")
-            start += len(line)
+                yield "zero-width removed", start, start + len(line), stripped
     if "+" in text and _two(_JOIN_HINT.finditer(text)):
         for start, end, joined in _join_clusters(text):
             # pieces joined (they may run over several lines: `$b = 'AAA' +\n 'BBB'`), read as one string
