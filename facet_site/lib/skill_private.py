@@ -16,7 +16,8 @@ account or login. The rules keep false positives low, simply and explainably:
   one on a login redirect/callback line is reported as a sign-in (OAuth), not as a private host.
 * Account dependence needs dependence wording (requires, need, must, ... required) or a
   Requirements/Prerequisites section, and no negation ("no account needed"); a `<tool> login`
-  command in a code block, or a declared variable naming an account (X_TENANT_ID, X_EMAIL), is one too.
+  command in a code block, or a declared variable naming an account (X_TENANT_ID, X_EMAIL), is one too;
+  so is a required one holding the address of the user's own service (`skill_declared_env`).
   The same in Chinese and Japanese: an account or login word with a requirement word ("需要登录",
   "アカウントが必要"), a QR-code sign-in ("扫码登录"), or an account pairing step ("完成账号配对").
 * The user's own mailbox or chats on their Mac (Mail.app, Messages: scripting them, their stores under
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from facet_site.lib import skill_payments, skill_requirements
+from facet_site.lib import skill_declared_env, skill_payments, skill_requirements
 from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, is_program, line_of, skill_md_docs
 from facet_site.lib.skill_requirements import Requirement
 from facet_site.lib.skillformat import ParsedSkill
@@ -127,9 +128,6 @@ _LOGIN_COMMAND = re.compile(r"^\s*(?:\$\s+)?(?:sudo\s+)?[A-Za-z][\w.-]*\s+(?:aut
 # The same command in an inline code span, on a line that orders it or says it is needed
 _LOGIN_SPAN = re.compile(r"`(?:\$\s+)?(?:sudo\s+)?[A-Za-z][\w.-]*\s+(?:auth\s+)?login\b[^`\n]*`")
 _LOGIN_ORDER = re.compile(r"\b(?:run|first|make\s+sure|must|before|prerequisites?|requires?|required|needs?|completed|once)\b", re.I)
-# A declared variable that names whose account the skill works in (M365_TENANT_ID, TESLA_EMAIL): a
-# task cannot have that account, though the variable is no secret.
-_ACCOUNT_ID_NAME = re.compile(r"(?:^|_)(?:TENANT|ACCOUNT|ORG|ORGANIZATION|WORKSPACE|CLIENT)_?ID$|(?:^|_)(?:USERNAME|EMAIL|LOGIN)$")
 # Chinese and Japanese account dependence: no word boundaries and no "a", so a requirement word and an
 # account noun close together, either way round, on one line; a negation there ("无需登录") or a
 # question ("需要登录吗？") is none.
@@ -359,11 +357,7 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], programs: list[Sk
         _cloud_logins(doc, out)
     _personal_stores(docs + programs, out)
     _service_accounts(docs, out)
-    names = list(skill.required_env) + [v.get("name", "") for v in skill.env_vars if isinstance(v, dict)]
-    for name in dict.fromkeys(n for n in names if n and _ACCOUNT_ID_NAME.search(n)):
-        pos = docs[0].text.find(name)
-        out.append(Finding(PRIVATE, "requires an account or login", name, docs[0].line_no(pos) if pos >= 0 else 0,
-                           docs[0].path))
+    out.extend(skill_declared_env.dependencies(skill, docs[0]))
 
 
 def _login_commands(doc: SkillDoc, out: list[Finding]) -> None:

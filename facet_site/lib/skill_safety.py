@@ -57,7 +57,8 @@ bold or fenced phrase anywhere it is labelled, because quoting a phrase is how d
 
 Files that are not text (`[[file_rule]]`s, on `skillformat.content.FileContent`): a compiled
 program, an archive holding one, a password-protected archive (unsafe when it holds something
-named like a program), a 7z or RAR archive nothing here can open. Scripts that are UTF-16,
+named like a program), a 7z or RAR archive nothing here can open, a pickle that runs code when
+loaded (`skillformat.pickles`; also inside a zip, as a PyTorch checkpoint's `data.pkl`). Scripts that are UTF-16,
 not valid UTF-8 or over the stored-text limit, and the text members of zip and tar archives, are
 scanned by the text rules like any file (an archive member's path reads `archive.zip!member`).
 
@@ -79,7 +80,7 @@ from facet_site.lib.skill_safety_decode import MAX_DECODE_DEPTH, decode_tree
 from facet_site.lib.skill_safety_examples import example_reason, in_code_span
 from facet_site.lib.skillformat.content import EXECUTABLE_KINDS, OPAQUE_ARCHIVE_KINDS, FileContent, named_like_program
 from facet_site.lib.skill_safety_rules import (
-    CLEAN, LEVELS, RULES_PATH, SUSPICIOUS, UNSAFE, Rule, RuleFileError, RuleSet, classify_url, load_rules,
+    CLEAN, LEVELS, RULES_PATH, SUSPICIOUS, UNSAFE, FileRule, Rule, RuleFileError, RuleSet, classify_url, load_rules,
     worst_level,
 )
 
@@ -205,7 +206,7 @@ def scan_parsed_skill(skill, *, rules: RuleSet | None = None) -> SafetyReport:
     files = {f.path: f.text for f in entries if f.text is not None}
     md_name = PurePosixPath(getattr(skill, "skill_md_path", "") or "SKILL.md").name
     files[md_name] = _skill_md_text(skill)
-    contents = {f.path: f.content for f in entries if f.text is None and getattr(f, "content", None) is not None}
+    contents = {f.path: f.content for f in entries if getattr(f, "content", None) is not None}
     return scan_skill(files, rules=rules, contents=contents)
 
 
@@ -225,7 +226,7 @@ def keep_unseen_findings(report: SafetyReport, previous: Mapping | None, readabl
 
 _KIND_NAMES = {"elf": "ELF program (Linux)", "pe": "Windows program (PE)", "mach-o": "Mach-O program (macOS)",
                "7z": "7z archive", "rar": "RAR archive", "zip": "zip archive", "zip document": "zip-based document",
-               "tar": "tar archive"}
+               "tar": "tar archive", "pickle": "pickle"}
 
 
 def _file_findings(rs: RuleSet, path: str, content: FileContent) -> list[Finding]:
@@ -238,11 +239,15 @@ def _file_findings(rs: RuleSet, path: str, content: FileContent) -> list[Finding
         "encrypted-archive": content.encrypted and not named_programs,
         "encrypted-executable": content.encrypted and bool(named_programs),
         "opaque-archive": content.kind in OPAQUE_ARCHIVE_KINDS,
+        "pickle-code": any(i.dangerous for i in content.pickle_imports),
     }
     what = _KIND_NAMES.get(content.kind, content.kind or "data")
     out = []
     for rule in rs.file_rules:
         if not holds[rule.when]:
+            continue
+        if rule.when == "pickle-code":
+            out.append(_pickle_finding(rule, path, content))
             continue
         shown = named_programs if rule.when == "encrypted-executable" else members if members else content.members
         listing = f": {', '.join(shown[:5])}" + (f" and {len(shown) - 5} more" if len(shown) > 5 else "") if shown else ""
@@ -252,6 +257,17 @@ def _file_findings(rs: RuleSet, path: str, content: FileContent) -> list[Finding
     return out
 
 
+
+
+def _pickle_finding(rule: FileRule, path: str, content: FileContent) -> Finding:
+    dangerous = [i for i in content.pickle_imports if i.dangerous]
+    names = ", ".join(dict.fromkeys(i.qualified for i in dangerous))
+    inside = sorted({i.where.split("!", 1)[1] for i in dangerous if "!" in i.where})
+    where = f" ({', '.join(inside[:3])})" if inside else ""
+    carries = f"; it carries: {' | '.join(content.pickle_strings)}" if content.pickle_strings else ""
+    return Finding(rule_id=rule.id, level=rule.level, path=path, line=0,
+                   excerpt=_cap(f"pickle{where} that calls {names} when loaded{carries}", _EXCERPT_CHARS),
+                   description=rule.description)
 
 
 def _skill_md_text(skill) -> str:
@@ -443,10 +459,11 @@ def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bo
                         continue
                 if rule.vendor_exempt and _links_only_vendors(rs, _span(text, starts, first, last)):
                     continue
-                if rule.near:
+                if rule.near or rule.unless_near:
                     if (first, last) not in near_at:
                         window = _span(text, starts, first - rule.near_lines, last + rule.near_lines)
-                        near_at[first, last] = _any_search(rule.near, window) and not _any_search(rule.unless_near, window)
+                        near_at[first, last] = ((not rule.near or _any_search(rule.near, window))
+                                                and not _any_search(rule.unless_near, window))
                     if not near_at[first, last]:
                         continue
                 yield rule, level, m.start(), m.end()

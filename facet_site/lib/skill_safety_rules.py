@@ -27,7 +27,8 @@ LEVELS = (CLEAN, SUSPICIOUS, UNSAFE)
 _RANK = {CLEAN: 0, SUSPICIOUS: 1, UNSAFE: 2}
 RULES_PATH = Path(__file__).with_name("safety_rules.toml")
 URL_CLASSES = frozenset({"local", "raw_ip", "plain_http", "allowlisted", "throwaway", "unlisted"})
-FILE_CONDITIONS = frozenset({"executable", "archive-executable", "encrypted-archive", "encrypted-executable", "opaque-archive"})
+FILE_CONDITIONS = frozenset({"executable", "archive-executable", "encrypted-archive", "encrypted-executable", "opaque-archive",
+                             "pickle-code"})
 
 
 def worst_level(levels: Iterable[str]) -> str:

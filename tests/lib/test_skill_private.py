@@ -152,6 +152,25 @@ def test_a_declared_variable_naming_an_account_needs_that_account(tmp_path):
     assert (hit.reason, hit.evidence, hit.line) == ("requires an account or login", "TESLA_EMAIL", 4)
 
 
+@pytest.mark.parametrize("env,private", [
+    ('"VIKUNJA_URL"', True), ('"OKTA_DOMAIN"', True), ('"JIRA_BASE_URL"', True), ('"HA_HOST"', True),
+    ('"DATABASE_URL"', False), ('"REDIS_URL"', False), ('"OUTPUT_DIR"', False), ('"URL_SHORTENER_STYLE"', False),
+])
+def test_a_required_variable_holding_the_users_own_service_address_is_private(tmp_path, env, private):
+    # A self-hosted service reached through an address only its user has; no key needs to be named.
+    front = ("---\nname: todo\ndescription: Manage tasks.\nmetadata: {\"openclaw\": {\"requires\": "
+             f"{{\"env\": [{env}]}}}}}}\n---\n")
+    hits = of_kind(evaluate(skill_from(tmp_path, bash("todo list --done"), front=front)), PRIVATE)
+    assert [(h.reason, h.evidence, h.line) for h in hits] == (
+        [("needs the address of the user's own service", env.strip('"'), 4)] if private else [])
+
+
+def test_an_optional_service_address_is_not_private(tmp_path):
+    front = ("---\nname: todo\ndescription: Manage tasks.\nmetadata: {\"openclaw\": {\"envVars\": "
+             "[{\"name\": \"VIKUNJA_URL\", \"required\": false, \"description\": \"defaults to the demo instance\"}]}}\n---\n")
+    assert of_kind(evaluate(skill_from(tmp_path, bash("todo list --done"), front=front)), PRIVATE) == []
+
+
 def test_a_local_oauth_redirect_is_a_sign_in_not_a_private_host(tmp_path):
     body = bash("example-cli tasks list") + "\n1. Register an app.\n2. Add redirect URI: `http://127.0.0.1:8765/callback`\n"
     skill = skill_from(tmp_path, body)

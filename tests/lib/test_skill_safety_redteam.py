@@ -16,11 +16,12 @@ import pytest
 
 from bench.safety_redteam import SETS, score_set
 
-# set: (malicious flagged, of; look-alikes clean, of), 2026-12-06
+# set: (malicious flagged, of; look-alikes clean, of), 2026-12-06; set 2's pickle "model" and set 3's
+# hidden miner are caught since 2026-12-07 (package.pickle-code, abuse.cryptominer-hidden)
 FLOORS = {
     "set1": (48, 51, 32, 33),
-    "set2": (44, 48, 33, 33),
-    "set3": (23, 45, 31, 34),
+    "set2": (45, 48, 33, 33),
+    "set3": (24, 45, 31, 34),
     # a deobfuscator's obfuscated sample file is held since encoded.obfuscated-js (docs/skills.md)
     "set4": (42, 47, 28, 31),
 }
@@ -55,5 +56,17 @@ def test_the_commodity_droppers_of_every_set_are_unsafe(tmp_path):
     for rel in ("set1/nightowl-dev/youtube-summarize-pro", "set1/weatherly/weather-now", "set2/kvothe-labs/solana-wallet-tracker",
                 "set3/quillforge/youtube-summarize-plus", "set3/tidewater-labs/polymarket-odds",
                 "set4/solanakit-dev/solana-wallet-tracker", "set4/gworkspace-herramientas/gmail-asistente"):
+        skill = parse_skill_dir(base / rel, root=base / rel.split("/")[0], source_kind="clawhub")
+        assert level_of(skill) == "unsafe", rel
+
+
+def test_a_pickle_that_runs_a_command_and_a_miner_started_in_the_background_are_unsafe(tmp_path):
+    from bench.safety_redteam import level_of
+    from facet_site.lib.skillformat.corpus import parse_skill_dir
+
+    with tarfile.open(SETS) as tar:
+        tar.extractall(tmp_path, filter="data")
+    base = tmp_path / "safety-redteam"
+    for rel in ("set2/corvid-assist/review-sentiment", "set3/minerva-compute/gpu-benchmark"):
         skill = parse_skill_dir(base / rel, root=base / rel.split("/")[0], source_kind="clawhub")
         assert level_of(skill) == "unsafe", rel

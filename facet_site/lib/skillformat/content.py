@@ -22,9 +22,10 @@ from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from facet_site.lib.skillformat.middle import MIDDLE_SCAN_BYTES, MiddleScan, TextScanner
+from facet_site.lib.skillformat.pickles import PICKLE_BYTES, PickleImport, looks_like_pickle, pickle_imports, pickle_strings
 
 __all__ = ["FileContent", "EXECUTABLE_KINDS", "ARCHIVE_KINDS", "OPAQUE_ARCHIVE_KINDS", "inspect_bytes", "inspect_large_archive",
-           "kind_of", "named_like_program"]
+           "inspect_pickle", "kind_of", "named_like_program"]
 
 SCAN_TEXT_CHARS = 2_000_000  # per text; the scanner reads no more of one file
 # Of a text file over the reading limit, the scan reads this much at the start and as much at the
@@ -76,6 +77,10 @@ class FileContent:
     # (skillformat.middle); opaque here: the caller's scanner made them.
     part_findings: tuple = ()
     note: str = ""  # how the text was decoded, or why part of it could not be read
+    # A pickle (the file, or members of an archive): what loading it imports (skillformat.pickles),
+    # dangerous first, and the longest strings it carries, as evidence.
+    pickle_imports: tuple[PickleImport, ...] = ()
+    pickle_strings: tuple[str, ...] = ()
 
 
 def kind_of(head: bytes, path: str = "") -> str:
@@ -115,10 +120,22 @@ def inspect_bytes(path: str, data: bytes, *, text_stored: bool, scan_text: TextS
         return _tar_content(path, data, kind, scan_text)
     if kind:
         return FileContent(kind=kind)
+    if (pickled := inspect_pickle(path, data)) is not None:
+        return pickled
     text, note = _as_text(data)
     if text is None:
         return FileContent(note=note)
     return FileContent(scan_texts=((path, text[:SCAN_TEXT_CHARS]),), note=note)
+
+
+def inspect_pickle(path: str, data: bytes, note: str = "") -> FileContent | None:
+    """A pickle's FileContent (kind "pickle", what loading it imports), or None when `data` does
+    not start like one and `path` is not named like one. Also for files stored as text: a protocol-0
+    pickle is ASCII."""
+    if not looks_like_pickle(path, data[:8]):
+        return None
+    return FileContent(kind="pickle", pickle_imports=pickle_imports(path, data), pickle_strings=pickle_strings(data),
+                       note=note)
 
 
 def _as_text(data: bytes) -> tuple[str | None, str]:
@@ -286,6 +303,8 @@ def _read_members(path: str, kind: str, members, *, encrypted: bool = False,
     read on and scanned in blocks as it is decompressed, up to MIDDLE_SCAN_BYTES for the whole
     archive: padding compresses to almost nothing, so a padded script costs an attacker no size."""
     names, executables, texts, budget, note = [], [], [], ZIP_TEXT_BYTES, ""
+    imports: list[PickleImport] = []
+    carried: list[str] = []
     rest_budget, rest_findings, rest_read = MIDDLE_SCAN_BYTES, [], []
     for count, (name, size, opener) in enumerate(members):
         if count >= ZIP_MEMBERS_LISTED:
@@ -306,6 +325,12 @@ def _read_members(path: str, kind: str, members, *, encrypted: bool = False,
                 member_kind = kind_of(raw[:_KIND_BYTES], name)
                 if member_kind in EXECUTABLE_KINDS or (member_kind == "" and named_like_program(name) and len(raw) > want):
                     executables.append(name)  # a program, or too large to read whole and named like one
+                    continue
+                if not member_kind and looks_like_pickle(name, raw[:8]):  # a checkpoint's data.pkl
+                    whole = raw + fh.read(max(0, PICKLE_BYTES - len(raw)))
+                    found = pickle_imports(f"{path}!{name}", whole)
+                    imports.extend(found)
+                    carried.extend(pickle_strings(whole) if any(i.dangerous for i in found) else ())
                     continue
                 if member_kind or budget <= 0:
                     continue  # an archive inside an archive is listed, not opened
@@ -334,8 +359,10 @@ def _read_members(path: str, kind: str, members, *, encrypted: bool = False,
     if rest_read:
         read = f"past the first {ZIP_MEMBER_BYTES} bytes of " + "; ".join(rest_read)
         note = f"{note}; {read}" if note else read
+    imports.sort(key=lambda i: not i.dangerous)
     return FileContent(kind=kind, encrypted=encrypted, members=tuple(names), executable_members=tuple(executables),
-                       scan_texts=tuple(texts), part_findings=tuple(rest_findings), note=note)
+                       scan_texts=tuple(texts), part_findings=tuple(rest_findings), note=note,
+                       pickle_imports=tuple(imports), pickle_strings=tuple(carried[:3]))
 
 
 def _scan_rest(where: str, fh: BinaryIO, start: bytes, begin: int, head: str, scan_text: TextScanner,

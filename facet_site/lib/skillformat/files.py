@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import replace
 
 from facet_site.lib.skillformat.content import (
-    OVERSIZED_PART_BYTES, FileContent, inspect_bytes, inspect_large_archive, kind_of)
+    OVERSIZED_PART_BYTES, FileContent, inspect_bytes, inspect_large_archive, inspect_pickle, kind_of)
 from facet_site.lib.skillformat.middle import MiddleScan, TextScanner
 from facet_site.lib.skillformat.records import META_NAME, SkillFileEntry
 
@@ -79,7 +79,9 @@ def _file_entry(path: str, rel: str, max_file_bytes: int, max_text_bytes: int,
                 text = decoded
         except UnicodeDecodeError:
             is_binary = True
-    content = None if text is not None else inspect_bytes(rel, data, text_stored=False, scan_text=scan_text)
+    # A protocol-0 pickle is ASCII and stored as text; what loading it imports is read all the same.
+    content = inspect_pickle(rel, data) if text is not None else inspect_bytes(
+        rel, data, text_stored=False, scan_text=scan_text)
     return SkillFileEntry(rel, len(data), digest, text, is_binary, content), data
 
 
@@ -120,8 +122,10 @@ def _oversized_entry(fh, rel: str, max_file_bytes: int, scan_text: TextScanner |
     if kind or is_binary:
         # A zip's directory is at its end and a plain tar's headers are in place: their members are
         # listed and read as in a small archive (a payload is often a few MB). Otherwise only the
-        # head was kept: enough to name a program or a compressed tarball, not to read it.
-        archive = inspect_large_archive(rel, fh, kind, scan_text) if kind else None
+        # head was kept: enough to name a program or a compressed tarball, not to read it, and to
+        # list what a pickle imports (its imports come before the data they rebuild).
+        archive = (inspect_large_archive(rel, fh, kind, scan_text) if kind
+                   else inspect_pickle(rel, bytes(head), note=f"the first {part} bytes read"))
         content = (replace(archive, note=f"over {max_file_bytes} bytes; "
                            + (archive.note or "members read as in any archive"))
                    if archive is not None else FileContent(kind=kind, note=f"over {max_file_bytes} bytes; not read"))
