@@ -4,8 +4,10 @@
 each finding as a verdict with its reason). Kinds:
 
 * "unreadable": SKILL.md could not be decoded (`skill.unreadable_reason`); nothing else is checked.
-* "unsafe": credential exfiltration, destructive host commands, malware (reverse shells, miners,
-  keyloggers, ransomware) and attempts to switch off the agent's safety rules.
+* "unsafe": credential exfiltration, destructive host commands, malware (reverse shells, keyloggers,
+  ransomware) and attempts to switch off the agent's safety rules. Cryptocurrency miners are the
+  safety scan's (`abuse.cryptominer`, held; `abuse.cryptominer-hidden`, unsafe): a miner's name
+  alone, as in a rig owner's dashboard, is no verdict.
 * "private": the skill needs something a public task cannot have: secrets or API keys, hosts on
   private networks, or a (paid) account/login.
 * "non_actionable": nothing a terminal could carry out (persona or prompt text only); plain
@@ -95,11 +97,6 @@ _UNSAFE_RULES = (
     _rule(UNSAFE, "malware: reverse shell", r"\bsocat\b[^\n]*\bexec:[^\n]*\b(?:ba|z)?sh\b", ("socat",)),
     _rule(UNSAFE, "malware: reverse shell", r"os\.dup2\(\s*\w+\.fileno\(\)|pty\.spawn\(\s*[\"']/bin/(?:ba)?sh",
           ("dup2(", "pty.spawn")),
-    _rule(UNSAFE, "malware: cryptocurrency miner",
-          r"\b(?:xmrig|cpuminer|minerd|ethminer|nbminer|lolminer|cgminer|bfgminer|nanominer|phoenixminer|xmr-stak)\b"
-          r"|stratum\+(?:tcp|ssl)://",
-          ("xmrig", "cpuminer", "minerd", "ethminer", "nbminer", "lolminer", "cgminer", "bfgminer", "nanominer",
-           "phoenixminer", "xmr-stak", "stratum+")),
     _rule(UNSAFE, "malware: keylogger",
           r"\bkey\s?-?loggers?\b|\bkeystroke\s+logg(?:er|ing)\b|\bGetAsyncKeyState\b|SetWindowsHookEx\w*\(\s*WH_KEYBOARD",
           ("keylog", "key log", "key-log", "keystroke", "getasynckeystate", "wh_keyboard")),

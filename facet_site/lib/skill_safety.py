@@ -25,6 +25,10 @@ How a rule decides (all conditions are fields of the rule in the data file):
   `[allowlist]`, is not counted ("download and run `rustup-init.exe` from https://rustup.rs").
 * `scripts_only`: the rule runs on program files only (a script extension or a #! line), where a
   whole-file `near` window means one program does both things, not two examples of a document.
+  `paths`: the rule runs only on files whose name matches one of these globs (`requirements*.txt`).
+* `packages`: the pattern's `npm` or `pypi` group lists package names (an install command's words,
+  a manifest's dependencies); the rule fires only for a name one slip from a popular package of
+  that registry (`package_names`), and the finding's excerpt starts by saying which.
 
 Encoded payloads (`skill_safety_decode`): base64 runs, `\\xNN` and hex strings, %-encoded runs
 and Unicode tag characters are decoded (nested up to `MAX_DECODE_DEPTH`) and the decoded text is
@@ -71,11 +75,13 @@ Publisher taint (a publisher with an unsafe skill makes their other skills suspi
 from __future__ import annotations
 
 import bisect
+import fnmatch
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
+from facet_site.lib.package_names import first_near_miss
 from facet_site.lib.skill_safety_decode import MAX_DECODE_DEPTH, decode_tree
 from facet_site.lib.skill_safety_examples import example_reason, in_code_span
 from facet_site.lib.skillformat.content import EXECUTABLE_KINDS, OPAQUE_ARCHIVE_KINDS, FileContent, named_like_program
@@ -387,7 +393,8 @@ def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
     seen: set[tuple] = set()
     layers = decode_tree(doc.norm, 1)
 
-    def add(rule: Rule, level: str, line_idx: int, excerpt: str, chain=(), decoded="", start=None, end=None) -> None:
+    def add(rule: Rule, level: str, line_idx: int, excerpt: str, chain=(), decoded="", start=None, end=None,
+            note: str = "") -> None:
         key = (rule.id, line_idx, chain)
         if key in seen or per_rule.get(rule.id, 0) >= _MAX_PER_RULE_AND_FILE:
             return
@@ -403,12 +410,13 @@ def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
             per_rule[rule.id] = per_rule.get(rule.id, 0) + 1
         out.append(Finding(
             rule_id=rule.id, level=level, path=doc.path, line=line_idx + doc.first_line,
-            excerpt=_cap(excerpt, _EXCERPT_CHARS),
+            excerpt=_cap(f"{note}: {excerpt}" if note else excerpt, _EXCERPT_CHARS),
             description=rule.description, decoded_chain=tuple(chain), decoded_text=_cap(decoded, _DECODED_CHARS),
             example_reason=reason,
         ))
 
-    for rule, level, start, end in _matches(rs, doc.norm, doc.low, doc.norm_starts, doc.ascii, doc.is_script):
+    name = PurePosixPath(doc.path.rsplit("!", 1)[-1]).name
+    for rule, level, start, end, note in _matches(rs, doc.norm, doc.low, doc.norm_starts, doc.ascii, doc.is_script, name):
         idx = doc.line_of(start)
         decoded = ""
         chain: tuple[str, ...] = ()
@@ -420,23 +428,27 @@ def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
         # The excerpt runs on to the end of the line: a match that stops at a URL still shows the "| sh".
         # It is cut at what a finding keeps, so a long line with many matches is not copied for each.
         eol = doc.norm.find("\n", start, start + _EXCERPT_CHARS + 1)
-        add(rule, level, idx, doc.norm[start:eol if eol >= 0 else start + _EXCERPT_CHARS + 1], chain, decoded, start, end)
+        add(rule, level, idx, doc.norm[start:eol if eol >= 0 else start + _EXCERPT_CHARS + 1], chain, decoded, start, end,
+            note)
     for layer in layers:
         idx = doc.line_of(layer.start)
         low = layer.text.lower()
-        for rule, level, _start, _end in _matches(rs, layer.text, low, _line_starts(layer.text), layer.text.isascii(),
-                                                  doc.is_script):
-            add(rule, level, idx, doc.norm[layer.start:layer.end], layer.chain, layer.text, layer.start, layer.end)
+        for rule, level, _start, _end, note in _matches(rs, layer.text, low, _line_starts(layer.text), layer.text.isascii(),
+                                                        doc.is_script, name):
+            add(rule, level, idx, doc.norm[layer.start:layer.end], layer.chain, layer.text, layer.start, layer.end, note)
     out.sort(key=lambda f: (f.line, f.rule_id))
     return out
 
 
-def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bool, is_script: bool):
-    """(rule, level, start, end) for every rule match in `text` whose conditions hold; `is_script`
-    says whether `text` is (decoded from) a program file, where `scripts_only` rules run."""
+def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bool, is_script: bool, name: str = ""):
+    """(rule, level, start, end, note) for every rule match in `text` whose conditions hold; `is_script`
+    says whether `text` is (decoded from) a program file, where `scripts_only` rules run; `name` is
+    the file's name, for `paths` rules; `note` says what a `packages` rule found."""
     needle_lines: dict[str, list[int]] = {}  # needles shared by rules are looked for once
     for rule in rs.rules:
         if (rule.non_ascii and ascii_only) or (rule.scripts_only and not is_script):
+            continue
+        if rule.paths and not any(fnmatch.fnmatch(name.lower(), glob) for glob in rule.paths):
             continue
         spans = _needle_spans(rule, text, low, starts, needle_lines)
         # Matches on one line share their windows: without this, a long one-line file with many
@@ -459,6 +471,12 @@ def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bo
                         continue
                 if rule.vendor_exempt and _links_only_vendors(rs, _span(text, starts, first, last)):
                     continue
+                note = ""
+                if rule.packages:
+                    eco = "npm" if m.groupdict().get("npm") is not None else "pypi"
+                    if (squat := first_near_miss(eco, m.group(eco) or "")) is None:
+                        continue
+                    note = f"{squat[0]} is one letter from {squat[1]}, a popular {eco} package"
                 if rule.near or rule.unless_near:
                     if (first, last) not in near_at:
                         window = _span(text, starts, first - rule.near_lines, last + rule.near_lines)
@@ -466,7 +484,7 @@ def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bo
                                                 and not _any_search(rule.unless_near, window))
                     if not near_at[first, last]:
                         continue
-                yield rule, level, m.start(), m.end()
+                yield rule, level, m.start(), m.end(), note
 
 
 def _needle_spans(

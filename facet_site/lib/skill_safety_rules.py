@@ -54,6 +54,10 @@ class Rule:
     non_ascii: bool = False  # looks for non-ASCII characters only: ASCII-only texts are skipped
     scripts_only: bool = False  # runs on program files only (by extension or #! line), not on documents
     vendor_exempt: bool = False  # a match whose lines link only vendor installers (the allowlist) is not counted
+    # fires only when a name in the pattern's `npm` or `pypi` group is one slip from a popular package
+    # of that registry (package_names: typosquats)
+    packages: bool = False
+    paths: tuple[str, ...] = ()  # runs only on files whose name matches one of these globs (`requirements*.txt`)
     bad: tuple[dict, ...] = ()  # {"path", "text", "level"}: must fire this rule (at that level, if given)
     good: tuple[dict, ...] = ()  # must not fire this rule
 
@@ -201,6 +205,8 @@ def _parse_rules(data: dict) -> RuleSet:
             raise RuleFileError(f"{rid}: no patterns")
         if url_levels and any("url" not in p.groupindex for p in patterns):
             raise RuleFileError(f"{rid}: url_levels needs a (?P<url>...) group in every pattern")
+        if raw.get("packages") and any(not {"npm", "pypi"} & set(p.groupindex) for p in patterns):
+            raise RuleFileError(f"{rid}: packages needs a (?P<npm>...) or (?P<pypi>...) group in every pattern")
         bad, good = _examples(raw.get("bad", ()), rid), _examples(raw.get("good", ()), rid)
         if not bad or not good:
             raise RuleFileError(f"{rid}: needs at least one bad and one good example")
@@ -214,6 +220,7 @@ def _parse_rules(data: dict) -> RuleSet:
             outside_fences=bool(raw.get("outside_fences", False)), multiline=bool(raw.get("multiline", False)),
             non_ascii=bool(raw.get("non_ascii", False)), scripts_only=bool(raw.get("scripts_only", False)),
             vendor_exempt=bool(raw.get("vendor_exempt", False)),
+            packages=bool(raw.get("packages", False)), paths=tuple(raw.get("paths", ())),
             bad=bad, good=good,
         ))
     allow = []

@@ -72,17 +72,16 @@ def test_the_rule_file_has_ids_descriptions_and_both_kinds_of_example_for_every_
         assert rule.level in (ss.SUSPICIOUS, ss.UNSAFE)
 
 
-def test_a_rule_without_a_good_example_is_refused(tmp_path):
+@pytest.mark.parametrize("rule,message", [
+    ("patterns = ['foo']\nbad = ['foo']\n", "good"),  # no look-alike
+    ("patterns = ['(foo']\nbad = ['foo']\ngood = ['bar']\n", "x.y"),  # a regex that does not compile
+    # a typosquat rule whose patterns say nothing of which registry the names are from
+    ("packages = true\npatterns = ['npm install (\\\\S+)']\nbad = ['a']\ngood = ['b']\n", "x.y: packages needs a"),
+])
+def test_a_malformed_rule_is_refused(tmp_path, rule, message):
     path = tmp_path / "rules.toml"
-    path.write_text("[[rule]]\nid = 'x.y'\nlevel = 'unsafe'\npatterns = ['foo']\nbad = ['foo']\n")
-    with pytest.raises(ss.RuleFileError, match="good"):
-        ss.load_rules(path)
-
-
-def test_a_rule_with_a_broken_regex_is_refused(tmp_path):
-    path = tmp_path / "rules.toml"
-    path.write_text("[[rule]]\nid = 'x.y'\nlevel = 'unsafe'\npatterns = ['(foo']\nbad = ['foo']\ngood = ['bar']\n")
-    with pytest.raises(ss.RuleFileError, match="x.y"):
+    path.write_text("[[rule]]\nid = 'x.y'\nlevel = 'unsafe'\n" + rule)
+    with pytest.raises(ss.RuleFileError, match=message):
         ss.load_rules(path)
 
 
