@@ -149,3 +149,18 @@ def test_what_looks_like_a_pickle():
     assert not looks_like_pickle("image.png", b"\x89PNG\r\n")
     assert [i.qualified for i in pickle_imports("m.pkl", lexicon(_System(), protocol=2)) if i.dangerous] == ["posix.system"]
     assert pickle_imports("m.pkl", b"") == ()
+
+
+def test_a_pickle_padded_with_opcodes_is_read_to_a_bound_and_its_leading_import_still_shown(tmp_path, monkeypatch):
+    # One-byte opcodes by the million would cost picklescan gigabytes (it lists every opcode), so the
+    # stream is cut after MAX_OPCODES of them; an import placed after the cut is not seen (the limit,
+    # documented in docs/skills.md). Lowered here so the test stays small.
+    from facet_site.lib.skillformat import pickles
+
+    monkeypatch.setattr(pickles, "MAX_OPCODES", 1000)
+    call = pickle.dumps(_System(), protocol=2)[2:-1]  # the GLOBAL ... REDUCE, without PROTO and STOP
+    pad = b")0" * 5000  # EMPTY_TUPLE, POP
+    first = scan(tmp_path / "a", {"models/padded.pkl": b"\x80\x02" + call + b"0" + pad + b"N."})
+    assert first.level == UNSAFE and "posix.system" in pickle_findings(first)[0].excerpt
+    last = scan(tmp_path / "b", {"models/padded.pkl": b"\x80\x02" + pad + call + b"."})
+    assert not pickle_findings(last)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from facet_site.lib.skillformat.middle import MIDDLE_SCAN_BYTES, MiddleScan, TextScanner
-from facet_site.lib.skillformat.pickles import PICKLE_BYTES, PickleImport, looks_like_pickle, pickle_imports, pickle_strings
+from facet_site.lib.skillformat.pickles import PICKLE_BYTES, PickleImport, looks_like_pickle, read_pickle
 
 __all__ = ["FileContent", "EXECUTABLE_KINDS", "ARCHIVE_KINDS", "OPAQUE_ARCHIVE_KINDS", "inspect_bytes", "inspect_large_archive",
            "inspect_pickle", "kind_of", "named_like_program"]
@@ -134,8 +134,8 @@ def inspect_pickle(path: str, data: bytes, note: str = "") -> FileContent | None
     pickle is ASCII."""
     if not looks_like_pickle(path, data[:8]):
         return None
-    return FileContent(kind="pickle", pickle_imports=pickle_imports(path, data), pickle_strings=pickle_strings(data),
-                       note=note)
+    imports, strings = read_pickle(path, data)
+    return FileContent(kind="pickle", pickle_imports=imports, pickle_strings=strings, note=note)
 
 
 def _as_text(data: bytes) -> tuple[str | None, str]:
@@ -328,9 +328,9 @@ def _read_members(path: str, kind: str, members, *, encrypted: bool = False,
                     continue
                 if not member_kind and looks_like_pickle(name, raw[:8]):  # a checkpoint's data.pkl
                     whole = raw + fh.read(max(0, PICKLE_BYTES - len(raw)))
-                    found = pickle_imports(f"{path}!{name}", whole)
+                    found, strings = read_pickle(f"{path}!{name}", whole)
                     imports.extend(found)
-                    carried.extend(pickle_strings(whole) if any(i.dangerous for i in found) else ())
+                    carried.extend(strings)
                     continue
                 if member_kind or budget <= 0:
                     continue  # an archive inside an archive is listed, not opened

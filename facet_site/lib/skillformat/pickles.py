@@ -23,9 +23,13 @@ from dataclasses import dataclass
 
 from picklescan.scanner import SafetyLevel, scan_numpy, scan_pickle_bytes
 
-__all__ = ["PICKLE_BYTES", "PickleImport", "looks_like_pickle", "pickle_imports", "pickle_strings"]
+__all__ = ["PICKLE_BYTES", "MAX_OPCODES", "PickleImport", "looks_like_pickle", "pickle_imports", "pickle_strings", "read_pickle"]
 
 PICKLE_BYTES = 16_000_000  # of one pickle (file or archive member): more is not read
+# picklescan keeps every opcode of the stream in a list: 16 MB of one-byte opcodes would be 16 million
+# entries (gigabytes). Past this many the stream is cut where the next opcode starts. A model's
+# pickle of arrays has a few thousand; a large vocabulary a few hundred thousand.
+MAX_OPCODES = 300_000
 _NAMED_EXTS = frozenset({"pkl", "pickle", "joblib"})
 _NUMPY_MAGIC = b"\x93NUMPY"
 _STRINGS_SHOWN = 3
@@ -61,11 +65,19 @@ def looks_like_pickle(name: str, head: bytes) -> bool:
     return "." in base and base.rsplit(".", 1)[-1] in _NAMED_EXTS
 
 
-def pickle_imports(where: str, data: bytes) -> tuple[PickleImport, ...]:
+def read_pickle(where: str, data: bytes) -> tuple[tuple[PickleImport, ...], tuple[str, ...]]:
+    """What loading the pickle in `data` imports (`pickle_imports`) and, when one of those is
+    dangerous, the strings it carries as evidence (`pickle_strings`); the stream is bounded once."""
+    bounded = _bounded(data[:PICKLE_BYTES])
+    imports = pickle_imports(where, bounded, bounded=True)
+    return imports, (pickle_strings(bounded, bounded=True) if any(i.dangerous for i in imports) else ())
+
+
+def pickle_imports(where: str, data: bytes, *, bounded: bool = False) -> tuple[PickleImport, ...]:
     """The globals the pickle in `data` (at most PICKLE_BYTES of it) imports when loaded, dangerous
     first; () for data that is not a pickle or names nothing. A stream cut short or damaged still
     gives the imports read before the damage: it can run up to there."""
-    stream = io.BytesIO(data[:PICKLE_BYTES])
+    stream = io.BytesIO(data if bounded else _bounded(data[:PICKLE_BYTES]))
     try:
         if data.startswith(_NUMPY_MAGIC):
             result = scan_numpy(stream, where)
@@ -78,7 +90,7 @@ def pickle_imports(where: str, data: bytes) -> tuple[PickleImport, ...]:
                         key=lambda i: (not i.dangerous, i.module, i.name)))
 
 
-def pickle_strings(data: bytes) -> tuple[str, ...]:
+def pickle_strings(data: bytes, *, bounded: bool = False) -> tuple[str, ...]:
     """The longest strings the pickle carries (at most three, each cut to 200 characters): the
     argument a dangerous import is called with is usually one, which is the evidence a reviewer
     reads."""
@@ -86,7 +98,7 @@ def pickle_strings(data: bytes) -> tuple[str, ...]:
 
     def strings():
         try:
-            for op, arg, _ in pickletools.genops(io.BytesIO(data[:PICKLE_BYTES])):
+            for op, arg, _ in pickletools.genops(io.BytesIO(data if bounded else _bounded(data[:PICKLE_BYTES]))):
                 if op.name in _STRING_OPS and isinstance(arg, (str, bytes)) and len(arg) >= 12:
                     yield arg if isinstance(arg, str) else arg.decode("latin-1")
         except Exception:  # noqa: BLE001 - the strings before the damage are kept
@@ -94,3 +106,17 @@ def pickle_strings(data: bytes) -> tuple[str, ...]:
 
     found = heapq.nlargest(_STRINGS_SHOWN, strings(), key=len)
     return tuple(s[:_STRING_CHARS] for s in found)
+
+
+def _bounded(data: bytes) -> bytes:
+    """`data` up to the start of its MAX_OPCODES-th opcode (a NumPy file's header counted as none),
+    or whole when it has fewer or stops being a pickle first."""
+    if data.startswith(_NUMPY_MAGIC):
+        return data  # scan_numpy reads the header itself; its pickle, if any, is bounded by PICKLE_BYTES
+    try:
+        for count, (_, _, pos) in enumerate(pickletools.genops(io.BytesIO(data))):
+            if count >= MAX_OPCODES and pos is not None:
+                return data[:pos]
+    except Exception:  # noqa: BLE001 - damaged: picklescan reads up to the damage itself
+        pass
+    return data
