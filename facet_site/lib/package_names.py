@@ -104,10 +104,8 @@ def names_in(ecosystem: str, text: str) -> list[str]:
     or the quoted requirements of a pyproject array; options, paths, URLs and versions left out."""
     if ecosystem == "npm" and re.search(r"""["'][^"'\n]{1,214}["']\s*:""", text):  # package.json: "name": "^1.2.3"
         words = re.findall(r"""["']([^"'\n]{1,214})["']\s*:""", text)
-    elif ecosystem == "pypi" and "\n" in text.strip() and re.search(r"""["']""", text):  # pyproject: ["requests>=2", ...]
-        words = re.findall(r"""["']([^"'\n]{1,400})["']""", text)
-    else:
-        words = text.split()
+    else:  # a quoted requirement is one word ("numpy >= 1", a pyproject array's items), else words split at spaces
+        words = [q or b for q, b in re.findall(r"""["']([^"'\n]{1,400})["']|([^\s"']+)""", text)]
     out, skip = [], False
     for word in words:
         word = word.strip("\"'`,;()")

@@ -54,6 +54,8 @@ def test_names_in_commands_and_manifests():
     assert names_in("npm", " -g --save-dev @scope/x foo@1.2 bar") == ["foo", "bar"]
     assert names_in("npm", '\n    "express": "^4.19.2",\n    "node-fecth": "^2.6.7"\n  ') == ["express", "node-fecth"]
     assert names_in("pypi", '\n  "beautifulsoup4>=4.12",\n  "colourama>=0.4",\n') == ["beautifulsoup4", "colourama"]
+    # one tokenizer for commands and manifests: quoted requirements are whole words
+    assert names_in("pypi", '"uvicorn[standard]>=0.30", "requests", "colourama"') == ["uvicorn", "requests", "colourama"]
     assert first_near_miss("npm", " express node-fecth") == ("node-fecth", "node-fetch")
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from facet_site.lib.skill_safety import CLEAN, UNSAFE, scan_parsed_skill, scan_text_part
 from facet_site.lib.skillformat import discover
-from facet_site.lib.skillformat.pickles import looks_like_pickle, pickle_imports
+from facet_site.lib.skillformat.pickles import looks_like_pickle, read_pickle
 from tests.conftest import write_skill
 
 SKILL = ("---\nname: review-sentiment\ndescription: Scores product reviews with a bundled lexicon model.\n---\n"
@@ -147,8 +147,10 @@ def test_what_looks_like_a_pickle():
     assert looks_like_pickle("model.PKL", b"cposix\n")  # protocol 0: known by its name only
     assert not looks_like_pickle("notes.txt", b"cposix\n")
     assert not looks_like_pickle("image.png", b"\x89PNG\r\n")
-    assert [i.qualified for i in pickle_imports("m.pkl", lexicon(_System(), protocol=2)) if i.dangerous] == ["posix.system"]
-    assert pickle_imports("m.pkl", b"") == ()
+    imports, strings = read_pickle("m.pkl", lexicon(_System(), protocol=2))
+    assert [i.qualified for i in imports if i.dangerous] == ["posix.system"] and COMMAND in strings
+    assert read_pickle("m.pkl", b"") == ((), ())
+    assert read_pickle("m.pkl", lexicon())[1] == ()  # no evidence wanted of a harmless pickle
 
 
 def test_a_pickle_padded_with_opcodes_is_read_to_a_bound_and_its_leading_import_still_shown(tmp_path, monkeypatch):

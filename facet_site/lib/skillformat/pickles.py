@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from picklescan.scanner import SafetyLevel, scan_numpy, scan_pickle_bytes
 
-__all__ = ["PICKLE_BYTES", "MAX_OPCODES", "PickleImport", "looks_like_pickle", "pickle_imports", "pickle_strings", "read_pickle"]
+__all__ = ["PICKLE_BYTES", "MAX_OPCODES", "PickleImport", "looks_like_pickle", "read_pickle"]
 
 PICKLE_BYTES = 16_000_000  # of one pickle (file or archive member): more is not read
 # picklescan keeps every opcode of the stream in a list: 16 MB of one-byte opcodes would be 16 million
@@ -66,18 +66,18 @@ def looks_like_pickle(name: str, head: bytes) -> bool:
 
 
 def read_pickle(where: str, data: bytes) -> tuple[tuple[PickleImport, ...], tuple[str, ...]]:
-    """What loading the pickle in `data` imports (`pickle_imports`) and, when one of those is
-    dangerous, the strings it carries as evidence (`pickle_strings`); the stream is bounded once."""
+    """What loading the pickle in `data` imports, dangerous first, and, when one of those is
+    dangerous, the strings it carries as evidence; the stream is bounded once (PICKLE_BYTES,
+    MAX_OPCODES)."""
     bounded = _bounded(data[:PICKLE_BYTES])
-    imports = pickle_imports(where, bounded, bounded=True)
-    return imports, (pickle_strings(bounded, bounded=True) if any(i.dangerous for i in imports) else ())
+    imports = _imports(where, bounded)
+    return imports, (_strings(bounded) if any(i.dangerous for i in imports) else ())
 
 
-def pickle_imports(where: str, data: bytes, *, bounded: bool = False) -> tuple[PickleImport, ...]:
-    """The globals the pickle in `data` (at most PICKLE_BYTES of it) imports when loaded, dangerous
-    first; () for data that is not a pickle or names nothing. A stream cut short or damaged still
+def _imports(where: str, data: bytes) -> tuple[PickleImport, ...]:
+    """The globals the (bounded) pickle in `data` imports when loaded, dangerous first; () for data that is not a pickle or names nothing. A stream cut short or damaged still
     gives the imports read before the damage: it can run up to there."""
-    stream = io.BytesIO(data if bounded else _bounded(data[:PICKLE_BYTES]))
+    stream = io.BytesIO(data)
     try:
         if data.startswith(_NUMPY_MAGIC):
             result = scan_numpy(stream, where)
@@ -90,15 +90,13 @@ def pickle_imports(where: str, data: bytes, *, bounded: bool = False) -> tuple[P
                         key=lambda i: (not i.dangerous, i.module, i.name)))
 
 
-def pickle_strings(data: bytes, *, bounded: bool = False) -> tuple[str, ...]:
+def _strings(data: bytes) -> tuple[str, ...]:
     """The longest strings the pickle carries (at most three, each cut to 200 characters): the
     argument a dangerous import is called with is usually one, which is the evidence a reviewer
     reads."""
-    found: list[str] = []
-
     def strings():
         try:
-            for op, arg, _ in pickletools.genops(io.BytesIO(data if bounded else _bounded(data[:PICKLE_BYTES]))):
+            for op, arg, _ in pickletools.genops(io.BytesIO(data)):
                 if op.name in _STRING_OPS and isinstance(arg, (str, bytes)) and len(arg) >= 12:
                     yield arg if isinstance(arg, str) else arg.decode("latin-1")
         except Exception:  # noqa: BLE001 - the strings before the damage are kept
