@@ -12,7 +12,8 @@ How a rule decides (all conditions are fields of the rule in the data file):
 * `patterns`: any of them matching fires the rule. `needles` (lowercase literals) pick the lines
   the patterns run on, which keeps the 693-skill sample corpus to about 6 seconds.
 * `near` + `near_lines`: one of these must also match within that many lines of the match (a
-  credential read only counts with a network send close by).
+  credential read only counts with a network send close by); `near_also`: groups of patterns of
+  which one each must match there too (a user name read, with a host name read and a send).
 * `unless`: the rule stays quiet when the match's line(s) match one of these; `unless_near`: nor
   when one of these is within `near_lines` (a key path read for `key_filename=` a few lines on).
 * `url_levels`: the pattern's `url` group is classified as `local`, `raw_ip`, `plain_http`,
@@ -190,7 +191,7 @@ def scan_skill(files: Mapping[str, str], *, rules: RuleSet | None = None,
     for path in sorted(contents or {}):
         for finding in contents[path].part_findings:  # the middle of a file too large to keep
             (examples if finding.example_reason else active).append(finding)
-        active.extend(_file_findings(rs, path, contents[path]))
+        active.extend(_file_findings(rs, path, contents[path], paths=texts.keys() | contents.keys()))
     return SafetyReport(
         level=worst_level(f.level for f in active), findings=tuple(active), examples=tuple(examples),
         files_scanned=len(texts),
@@ -232,11 +233,12 @@ def keep_unseen_findings(report: SafetyReport, previous: Mapping | None, readabl
 
 _KIND_NAMES = {"elf": "ELF program (Linux)", "pe": "Windows program (PE)", "mach-o": "Mach-O program (macOS)",
                "7z": "7z archive", "rar": "RAR archive", "zip": "zip archive", "zip document": "zip-based document",
-               "tar": "tar archive", "pickle": "pickle"}
+               "tar": "tar archive", "pickle": "pickle", "python bytecode": "compiled Python module (.pyc)"}
 
 
-def _file_findings(rs: RuleSet, path: str, content: FileContent) -> list[Finding]:
-    """Findings of the file rules on one file's kind and archive members."""
+def _file_findings(rs: RuleSet, path: str, content: FileContent, paths: Iterable[str] = ()) -> list[Finding]:
+    """Findings of the file rules on one file's kind and archive members; `paths` are every file of
+    the skill (a compiled Python module counts as sourceless when its .py is not among them)."""
     members = content.executable_members
     named_programs = [m for m in content.members if named_like_program(m, scripts=True)]
     holds = {
@@ -246,6 +248,7 @@ def _file_findings(rs: RuleSet, path: str, content: FileContent) -> list[Finding
         "encrypted-executable": content.encrypted and bool(named_programs),
         "opaque-archive": content.kind in OPAQUE_ARCHIVE_KINDS,
         "pickle-code": any(i.dangerous for i in content.pickle_imports),
+        "sourceless-bytecode": content.kind == "python bytecode" and _source_of(path) not in set(paths),
     }
     what = _KIND_NAMES.get(content.kind, content.kind or "data")
     out = []
@@ -263,6 +266,15 @@ def _file_findings(rs: RuleSet, path: str, content: FileContent) -> list[Finding
     return out
 
 
+
+
+def _source_of(pyc: str) -> str:
+    """The .py a compiled module is made from: pkg/mod.pyc and pkg/__pycache__/mod.cpython-311.pyc
+    both come from pkg/mod.py."""
+    p = PurePosixPath(pyc)
+    if p.parent.name == "__pycache__":
+        return str(p.parent.parent / (p.name.split(".", 1)[0] + ".py")).removeprefix("./")
+    return str(p.with_suffix(".py"))
 
 
 def _pickle_finding(rule: FileRule, path: str, content: FileContent) -> Finding:
@@ -481,6 +493,7 @@ def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bo
                     if (first, last) not in near_at:
                         window = _span(text, starts, first - rule.near_lines, last + rule.near_lines)
                         near_at[first, last] = ((not rule.near or _any_search(rule.near, window))
+                                                and all(_any_search(group, window) for group in rule.near_also)
                                                 and not _any_search(rule.unless_near, window))
                     if not near_at[first, last]:
                         continue

@@ -28,7 +28,7 @@ _RANK = {CLEAN: 0, SUSPICIOUS: 1, UNSAFE: 2}
 RULES_PATH = Path(__file__).with_name("safety_rules.toml")
 URL_CLASSES = frozenset({"local", "raw_ip", "plain_http", "allowlisted", "throwaway", "unlisted"})
 FILE_CONDITIONS = frozenset({"executable", "archive-executable", "encrypted-archive", "encrypted-executable", "opaque-archive",
-                             "pickle-code"})
+                             "pickle-code", "sourceless-bytecode"})
 
 
 def worst_level(levels: Iterable[str]) -> str:
@@ -44,6 +44,9 @@ class Rule:
     needles: tuple[str, ...] = ()
     near: tuple[re.Pattern, ...] = ()
     near_lines: int = 0
+    # ... and one pattern of every one of these groups too, within the same window: a rule that needs
+    # three things in one program (who runs it, where, and a send) names the second and third here
+    near_also: tuple[tuple[re.Pattern, ...], ...] = ()
     unless: tuple[re.Pattern, ...] = ()
     unless_near: tuple[re.Pattern, ...] = ()  # ... nor when one of these is within `near_lines` of the match
     url_levels: Mapping[str, str] = field(default_factory=dict)  # url class -> level; only these fire
@@ -69,7 +72,7 @@ class FileRule:
     level: str
     description: str
     when: str  # one of FILE_CONDITIONS
-    bad: tuple[dict, ...] = ()  # {"path", "data": bytes}
+    bad: tuple[dict, ...] = ()  # {"path", "data": bytes, "beside": other files of the skill, as paths}
     good: tuple[dict, ...] = ()
 
 
@@ -160,8 +163,11 @@ def _file_examples(items, where: str) -> tuple[dict, ...]:
         if not isinstance(item, dict) or not isinstance(item.get("path"), str) or not (
                 isinstance(item.get("hex"), str) or isinstance(item.get("zip"), dict)):
             raise RuleFileError(f"{where}: a file example is {{path, hex}} or {{path, zip, encrypted}}")
+        beside = item.get("beside", [])
+        if not isinstance(beside, list) or not all(isinstance(b, str) for b in beside):
+            raise RuleFileError(f"{where}: example {item['path']}: beside is a list of the skill's other file paths")
         try:
-            out.append({"path": item["path"], "data": example_bytes(item)})
+            out.append({"path": item["path"], "data": example_bytes(item), "beside": tuple(beside)})
         except ValueError as exc:
             raise RuleFileError(f"{where}: example {item['path']}: {exc}") from exc
     return tuple(out)
@@ -205,6 +211,10 @@ def _parse_rules(data: dict) -> RuleSet:
             raise RuleFileError(f"{rid}: no patterns")
         if url_levels and any("url" not in p.groupindex for p in patterns):
             raise RuleFileError(f"{rid}: url_levels needs a (?P<url>...) group in every pattern")
+        if raw.get("near_also") and not raw.get("near"):
+            raise RuleFileError(f"{rid}: near_also adds to near; give near first")
+        if any(isinstance(g, str) or not g for g in raw.get("near_also", ())):
+            raise RuleFileError(f"{rid}: near_also is a list of non-empty lists of patterns")
         if raw.get("packages") and any(not {"npm", "pypi"} & set(p.groupindex) for p in patterns):
             raise RuleFileError(f"{rid}: packages needs a (?P<npm>...) or (?P<pypi>...) group in every pattern")
         bad, good = _examples(raw.get("bad", ()), rid), _examples(raw.get("good", ()), rid)
@@ -214,6 +224,7 @@ def _parse_rules(data: dict) -> RuleSet:
             id=rid, level=level, description=raw.get("description", "").strip(), patterns=patterns,
             needles=tuple(n.lower() for n in raw.get("needles", ())),
             near=_compile(raw.get("near", ()), flags, rid), near_lines=int(raw.get("near_lines", 0)),
+            near_also=tuple(_compile(group, flags, rid) for group in raw.get("near_also", ())),
             unless=_compile(raw.get("unless", ()), flags, rid), unless_near=_compile(raw.get("unless_near", ()), flags, rid),
             url_levels=url_levels,
             exemptible=bool(raw.get("exemptible", True)), kind=raw.get("kind", "command"),

@@ -64,7 +64,7 @@ def _file_examples(which):
 @pytest.mark.parametrize("rule,example", list(_file_examples("bad")))
 def test_each_bad_file_example_fires_its_rule(rule, example):
     content = inspect_bytes(example["path"], example["data"], text_stored=False)
-    report = scan_skill({"SKILL.md": SKILL}, contents={example["path"]: content})
+    report = scan_skill({"SKILL.md": SKILL, **dict.fromkeys(example["beside"], "")}, contents={example["path"]: content})
     assert rule.id in report.rule_ids
     assert report.level in (SUSPICIOUS, UNSAFE)
 
@@ -72,7 +72,8 @@ def test_each_bad_file_example_fires_its_rule(rule, example):
 @pytest.mark.parametrize("rule,example", list(_file_examples("good")))
 def test_each_good_file_example_leaves_its_rule_quiet(rule, example):
     content = inspect_bytes(example["path"], example["data"], text_stored=False)
-    assert rule.id not in scan_skill({"SKILL.md": SKILL}, contents={example["path"]: content}).rule_ids
+    others = dict.fromkeys(example["beside"], "")
+    assert rule.id not in scan_skill({"SKILL.md": SKILL, **others}, contents={example["path"]: content}).rule_ids
 
 
 def test_a_file_rule_with_an_unknown_condition_or_no_look_alike_is_refused(tmp_path):
@@ -429,3 +430,33 @@ def test_a_large_zip_declaring_a_huge_directory_is_named_not_parsed(tmp_path):
     assert entry.size > 1_000_000 and entry.content.members == ()
     assert entry.content.note.startswith("over 1000000 bytes; zip directory of ")
     assert entry.content.note.endswith("(60001 members); members not read")
+
+
+# --- compiled Python ---------------------------------------------------------------------------------
+
+def _pyc(tmp_path, source: str) -> bytes:
+    import py_compile
+
+    src = tmp_path / "mod.py"
+    src.write_text(source)
+    return (tmp_path / py_compile.compile(str(src), cfile=str(tmp_path / "mod.pyc"))).read_bytes()
+
+
+def test_a_compiled_module_shipped_without_its_source_is_held_for_review(tmp_path):
+    pyc = _pyc(tmp_path, "import threading\nthreading.Thread(target=print, daemon=True).start()\n")
+    _, report = scan_dir(tmp_path, {"lib/fastjson.pyc": pyc, "scripts/run.py": "import fastjson\n"})
+    assert report.level == SUSPICIOUS
+    [finding] = [f for f in report.findings if f.rule_id == "package.sourceless-bytecode"]
+    assert finding.path == "lib/fastjson.pyc" and "compiled Python module" in finding.excerpt
+
+
+@pytest.mark.parametrize("where", ["lib/fastjson.pyc", "lib/__pycache__/fastjson.cpython-311.pyc"])
+def test_a_compiled_module_beside_its_source_is_not_counted(tmp_path, where):
+    pyc = _pyc(tmp_path, "def loads(s):\n    return s\n")
+    _, report = scan_dir(tmp_path, {where: pyc, "lib/fastjson.py": "def loads(s):\n    return s\n"})
+    assert "package.sourceless-bytecode" not in report.rule_ids
+
+
+def test_a_file_named_pyc_that_is_not_bytecode_is_not_counted(tmp_path):
+    _, report = scan_dir(tmp_path, {"notes/readme.pyc": b"\x00\x01plain data, not a module\xff"})
+    assert "package.sourceless-bytecode" not in report.rule_ids

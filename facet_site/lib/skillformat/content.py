@@ -95,6 +95,9 @@ def kind_of(head: bytes, path: str = "") -> str:
             return kind
     if head[257:262] == b"ustar":
         return "tar"
+    # A .pyc starts with two bytes that name the Python version, then "\r\n" (importlib's magic number)
+    if path.lower().endswith(".pyc") and head[2:4] == b"\r\n":
+        return "python bytecode"
     return ""
 
 
