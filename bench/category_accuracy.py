@@ -198,17 +198,19 @@ def append_features(embed, stored: ls.Features, rows: list[ls.LabelledSkill], te
                                                   signature=stored.signature)])
 
 
-# (C, zero-shot weight, alternative weight, lexical weight, lexical C): the module's setting and
-# its neighbours one at a time
-CV_SETTINGS = [(30.0, 0.3, 0.3, 0.25, 100.0), (10.0, 0.3, 0.3, 0.25, 100.0), (100.0, 0.3, 0.3, 0.25, 100.0),
-               (30.0, 0.15, 0.3, 0.25, 100.0), (30.0, 0.45, 0.3, 0.25, 100.0), (30.0, 0.3, 0.0, 0.25, 100.0),
-               (30.0, 0.3, 0.15, 0.25, 100.0), (30.0, 0.3, 0.3, 0.0, 100.0), (30.0, 0.3, 0.3, 0.15, 100.0),
-               (30.0, 0.3, 0.3, 0.35, 100.0), (30.0, 0.3, 0.3, 0.25, 30.0), (30.0, 0.3, 0.3, 0.25, 300.0)]
+# (C, zero-shot weight, alternative weight, lexical weight, lexical C, service weight): the module's
+# setting and its neighbours one at a time (the service weight, added 2026-12-07, at 0 in the rows
+# that came before it, as they were measured)
+CV_SETTINGS = [(30.0, 0.3, 0.3, 0.25, 100.0, 0.0), (10.0, 0.3, 0.3, 0.25, 100.0, 0.0), (100.0, 0.3, 0.3, 0.25, 100.0, 0.0),
+               (30.0, 0.15, 0.3, 0.25, 100.0, 0.0), (30.0, 0.45, 0.3, 0.25, 100.0, 0.0), (30.0, 0.3, 0.0, 0.25, 100.0, 0.0),
+               (30.0, 0.3, 0.15, 0.25, 100.0, 0.0), (30.0, 0.3, 0.3, 0.0, 100.0, 0.0), (30.0, 0.3, 0.3, 0.15, 100.0, 0.0),
+               (30.0, 0.3, 0.3, 0.35, 100.0, 0.0), (30.0, 0.3, 0.3, 0.25, 30.0, 0.0), (30.0, 0.3, 0.3, 0.25, 300.0, 0.0),
+               (30.0, 0.3, 0.3, 0.35, 100.0, 0.1), (30.0, 0.3, 0.3, 0.35, 100.0, 0.2), (30.0, 0.3, 0.3, 0.35, 100.0, 0.3)]
 SHARPNESS_GRID = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0)
 
 
 def module_setting() -> tuple:
-    return (cl.L2_C, cl.ZERO_SHOT_WEIGHT, cl.ALTERNATIVE_WEIGHT, cl.LEXICAL_WEIGHT, cl.LEXICAL_C)
+    return (cl.L2_C, cl.ZERO_SHOT_WEIGHT, cl.ALTERNATIVE_WEIGHT, cl.LEXICAL_WEIGHT, cl.LEXICAL_C, cl.SERVICE_WEIGHT)
 
 
 def cross_validate(embed, features: ls.Features, rows: list[ls.LabelledSkill], families, grid=None) -> dict:
@@ -216,14 +218,14 @@ def cross_validate(embed, features: ls.Features, rows: list[ls.LabelledSkill], f
     the mean of the two, for each set apart and pooled), and the confidence sharpness fitted to the
     module setting's out-of-fold probabilities (least negative log-likelihood of the label)."""
     module = module_setting()
-    grid = grid or [module, (*module[:3], 0.0, module[4])]
+    grid = grid or [module, (*module[:3], 0.0, *module[4:]), (*module[:5], 0.0)]
     settings = []
     shuffles = [np.array_split(np.random.default_rng(seed).permutation(len(rows)), 5) for seed in (0, 1)]
     vectors, counts = features.rows([r.id for r in rows])
     out_of_fold = []
     parts = {"pooled": list(range(len(rows))), **{s: [i for i, r in enumerate(rows) if r.source == s]
                                                  for s in sorted({r.source for r in rows})}}
-    for c, w, alt, lex, lex_c in grid:
+    for c, w, alt, lex, lex_c, svc in grid:
         runs = {name: [] for name in parts}
         for folds in shuffles:
             probs = np.zeros((len(rows), len(cl.taxonomy_categories())))
@@ -232,16 +234,16 @@ def cross_validate(embed, features: ls.Features, rows: list[ls.LabelledSkill], f
                 model = cl.Classifier.train(embed, vectors=vectors[train], categories=[rows[i].category for i in train],
                                             alternatives=[rows[i].also for i in train], c=c, zero_shot_weight=w,
                                             alternative_weight=alt, sharpness=1.0, counts=counts[train],
-                                            lexical_weight=lex, lexical_c=lex_c)
+                                            lexical_weight=lex, lexical_c=lex_c, service_weight=svc)
                 probs[fold] = model.probabilities(vectors[fold], counts=counts[fold])
             slugs = model.slugs
             for name, at in parts.items():
                 runs[name].append(metrics([slugs[i] for i in probs[at].argmax(axis=1)], [rows[i] for i in at], families))
-            if (c, w, alt, lex, lex_c) == module:
+            if (c, w, alt, lex, lex_c, svc) == module:
                 out_of_fold.append(probs)
         by_part = {name: {k: round(sum(r[k] for r in rs) / len(rs), 4) for k in rs[0]} for name, rs in runs.items()}
         settings.append({"c": c, "zero_shot_weight": w, "alternative_weight": alt, "lexical_weight": lex,
-                         "lexical_c": lex_c, **by_part})
+                         "lexical_c": lex_c, "service_weight": svc, **by_part})
         print("cv", settings[-1], flush=True)
     result = {"folds": 5, "shuffles": 2, "settings": settings}
     if out_of_fold:
@@ -414,7 +416,9 @@ def main(argv=None) -> int:
                      "zero_shot_weight": cl.ZERO_SHOT_WEIGHT, "alternative_weight": cl.ALTERNATIVE_WEIGHT,
                      "confidence_sharpness": cl.CONFIDENCE_SHARPNESS, "description_repeats": cl.DESCRIPTION_REPEATS,
                      "lexical_weight": cl.LEXICAL_WEIGHT, "lexical_c": cl.LEXICAL_C,
-                     "lexical_body_chars": cl.LEXICAL_BODY_CHARS, "lexical_features": cl.LEXICAL_FEATURES},
+                     "lexical_body_chars": cl.LEXICAL_BODY_CHARS, "lexical_features": cl.LEXICAL_FEATURES,
+                     "service_weight": cl.SERVICE_WEIGHT, "service_min_count": cl.SERVICE_MIN_COUNT,
+                     "service_max_share": cl.SERVICE_MAX_SHARE},
         "seconds": {f"embed_{len(corpus_rows)}_corpus_skills": round(embed_seconds, 2), "train": round(train_seconds, 2)},
         "classify_ms_per_skill": round(classify_ms, 1),
         "body_pieces_embedded_per_skill": round(sum(pieces) / len(pieces), 2),

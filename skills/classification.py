@@ -10,7 +10,8 @@ and the taxonomy's own descriptions, and its probabilities are blended with the 
 similarity to the category descriptions, which keeps categories with few labelled skills
 reachable. A second, lexical model (TF-IDF of hashed words, word pairs and Chinese or Japanese
 character pairs, logistic regression) reads the skill's own words, product and tool names the
-sentence embedding blurs, and is blended in; the result is sharpened so the top category reads as
+sentence embedding blurs, and is blended in, and so is a prior from the services a skill is about
+(`ServicePrior`, `service_categories.json`: names too rare in the labels to be learnt); the result is sharpened so the top category reads as
 a confidence. A skill written mostly in Chinese or Japanese, which MiniLM cannot read, is embedded
 through the English of its terms (`cjk_gloss`, `cjk_glossary.json`). Measured by
 `bench/category_accuracy.py`.
@@ -42,6 +43,8 @@ EXAMPLES_FILE = LABELS_DIR / "category_examples.json"
 TAXONOMY_FILE = Path(__file__).resolve().parent / "taxonomy.json"
 # English for Chinese and Japanese words that say what a skill is for (see cjk_gloss).
 CJK_GLOSSARY_FILE = Path(__file__).resolve().parent / "cjk_glossary.json"
+# Product and service names with the category their job gives a skill (see ServicePrior).
+SERVICES_FILE = Path(__file__).resolve().parent / "service_categories.json"
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 LLM_STAGE = "classify_category"
 
@@ -70,6 +73,13 @@ LEXICAL_BODY_CHARS = 3000
 # The most frequent words and word pairs kept: 10,000 scores as well as 50,000 on cross-validation
 # and trains in about half the time (training happens once per process).
 LEXICAL_FEATURES = 10_000
+# The service prior (ServicePrior): its share of the blend, how often a name must be in the lexical
+# text to count (name and description are read twice, so 3 is "named up front and again in the body",
+# or three times), and the share of labelled skills above which a name says nothing (or its hashed
+# column is shared with a common term). By pooled cross-validation of the tuning parts (2026-12-07).
+SERVICE_WEIGHT = 0.2
+SERVICE_MIN_COUNT = 3
+SERVICE_MAX_SHARE = 0.05
 # A skill with fewer CJK characters than this is English with a name or two in it: no gloss.
 CJK_GLOSS_MIN_CHARS = 20
 # At most this many glossed terms; MiniLM reads ~256 tokens and the skill's own text follows.
@@ -340,6 +350,55 @@ class LexicalModel:
 
 
 @dataclass
+class ServicePrior:
+    """What the product and service names a skill is about say of its category (`SERVICES_FILE`):
+    the guidelines put a skill that wraps one service where the service's job goes, and a name seen
+    in one or two labelled skills teaches the lexical model nothing. A skill whose lexical text holds
+    a listed name at least SERVICE_MIN_COUNT times gets, from each such name, an equal share of a
+    prior on that name's category; a skill that names none gets no prior. Names are found in the same
+    hashed term counts the lexical model reads (`lexical_counts`), so the labelled sets' stored
+    features serve too."""
+    columns: np.ndarray  # hashed column of each kept name
+    categories: np.ndarray  # index of each kept name's category
+    n_classes: int
+
+    @classmethod
+    def load(cls, slugs: Sequence[str], labelled_counts, *, path: Path = SERVICES_FILE,
+             max_share: float = SERVICE_MAX_SHARE) -> "ServicePrior":
+        """The names of `path` whose category is in `slugs`, less those found in more than `max_share`
+        of the labelled skills (`labelled_counts`, one row each)."""
+        index = {s: i for i, s in enumerate(slugs)}
+        pairs = [(name, index[slug]) for slug, names in json.loads(Path(path).read_text(encoding="utf-8"))["categories"].items()
+                 if slug in index for name in names]
+        columns = np.array([_term_column(name) for name, _ in pairs], dtype=np.int64)
+        categories = np.array([k for _, k in pairs], dtype=np.int64)
+        if len(columns) and labelled_counts is not None and labelled_counts.shape[0]:
+            share = np.asarray((labelled_counts[:, columns] > 0).sum(axis=0)).ravel() / labelled_counts.shape[0]
+            columns, categories = columns[share <= max_share], categories[share <= max_share]
+        return cls(columns=columns, categories=categories, n_classes=len(slugs))
+
+    def probabilities(self, counts, *, min_count: int = SERVICE_MIN_COUNT) -> tuple[np.ndarray, np.ndarray]:
+        """(prior, named): each row's prior over the categories, and whether the skill names any listed service."""
+        prior = np.zeros((counts.shape[0], self.n_classes))
+        if len(self.columns) and counts.shape[0]:
+            hits = np.asarray((counts[:, self.columns] >= min_count).todense())
+            for j in range(len(self.columns)):
+                prior[hits[:, j], self.categories[j]] += 1.0
+        total = prior.sum(axis=1)
+        named = total > 0
+        prior[named] /= total[named, None]
+        return prior, named
+
+
+def _term_column(term: str) -> int:
+    """The hashed column `lexical_counts` puts `term` in."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    hashing = HashingVectorizer(analyzer=lambda t: [t], n_features=LEXICAL_HASH_COLUMNS, alternate_sign=False, norm=None)
+    return int(hashing.transform([term]).indices[0])
+
+
+@dataclass
 class Classifier:
     slugs: list[str]
     families: dict[str, str]  # slug -> family slug
@@ -350,6 +409,8 @@ class Classifier:
     sharpness: float = CONFIDENCE_SHARPNESS
     lexical: LexicalModel | None = None  # None when trained without texts or counts
     lexical_weight: float = LEXICAL_WEIGHT
+    services: ServicePrior | None = None  # None when trained without texts or counts
+    service_weight: float = SERVICE_WEIGHT
 
     @classmethod
     def train(
@@ -358,7 +419,7 @@ class Classifier:
         example_texts: dict[str, list[str]] | None = None, c: float = L2_C,
         zero_shot_weight: float = ZERO_SHOT_WEIGHT, alternative_weight: float = ALTERNATIVE_WEIGHT,
         sharpness: float = CONFIDENCE_SHARPNESS, texts: Sequence[str] | None = None, counts=None,
-        lexical_weight: float = LEXICAL_WEIGHT, lexical_c: float = LEXICAL_C,
+        lexical_weight: float = LEXICAL_WEIGHT, lexical_c: float = LEXICAL_C, service_weight: float = SERVICE_WEIGHT,
     ) -> "Classifier":
         """Train on labelled skill `vectors` (from `skill_vectors`) with their `categories` (and,
         at `alternative_weight`, their acceptable `alternatives`, one sequence per skill), plus the
@@ -387,10 +448,11 @@ class Classifier:
                 weights.append(np.full(len(extra), alternative_weight))
         w, b = fit_softmax_regression(np.vstack(parts), np.concatenate(labels), len(slugs), c=c,
                                       sample_weight=np.concatenate(weights))
-        lexical = None
         if counts is None and texts is not None:
             counts = lexical_counts(texts)
-        lexical = None
+        lexical = services = None
+        if counts is not None and len(categories) and service_weight > 0:
+            services = ServicePrior.load(slugs, counts)
         if counts is not None and len(categories) and lexical_weight > 0:
             if counts.shape[0] != len(categories):
                 raise ValueError(f"{counts.shape[0]} texts for {len(categories)} labelled skills")
@@ -399,23 +461,28 @@ class Classifier:
                 extra=[(i, index[s]) for i, alts in enumerate(alternatives) for s in alts if s in index])
         return cls(slugs=slugs, families={m["slug"]: m["family"] for m in meta}, description_vectors=descriptions,
                    weights=w, bias=b, zero_shot_weight=zero_shot_weight, sharpness=sharpness,
-                   lexical=lexical, lexical_weight=lexical_weight)
+                   lexical=lexical, lexical_weight=lexical_weight, services=services, service_weight=service_weight)
 
     def probabilities(self, vectors: np.ndarray, texts: Sequence[str] | None = None, *, counts=None) -> np.ndarray:
         """(n_skills, n_categories) blended, then sharpened probabilities; each row sums to 1.
-        `texts` (`lexical_text` of each skill), or their `counts`, bring in the lexical model when it was trained."""
+        `texts` (`lexical_text` of each skill), or their `counts`, bring in the lexical model and the
+        service prior when they were trained."""
         v = np.asarray(vectors, np.float64)
         if len(v) == 0:
             return np.zeros((0, len(self.slugs)))
         trained = _softmax(v @ self.weights + self.bias)
         zero_shot = _softmax((v @ self.description_vectors.T) / ZERO_SHOT_TEMPERATURE)
         blended = (1 - self.zero_shot_weight) * trained + self.zero_shot_weight * zero_shot
-        if self.lexical is not None and (texts is not None or counts is not None):
+        if (self.lexical is not None or self.services is not None) and (texts is not None or counts is not None):
             if counts is None:
                 counts = lexical_counts(texts)
             if counts.shape[0] != len(v):
                 raise ValueError(f"{counts.shape[0]} texts for {len(v)} vectors")
-            blended = (1 - self.lexical_weight) * blended + self.lexical_weight * self.lexical.probabilities(counts)
+            if self.lexical is not None:
+                blended = (1 - self.lexical_weight) * blended + self.lexical_weight * self.lexical.probabilities(counts)
+            if self.services is not None:
+                prior, named = self.services.probabilities(counts)
+                blended[named] = (1 - self.service_weight) * blended[named] + self.service_weight * prior[named]
         if self.sharpness == 1.0:
             return blended
         sharpened = blended ** self.sharpness  # the order of categories is unchanged
