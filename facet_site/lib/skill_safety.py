@@ -27,6 +27,8 @@ How a rule decides (all conditions are fields of the rule in the data file):
 * `scripts_only`: the rule runs on program files only (a script extension or a #! line), where a
   whole-file `near` window means one program does both things, not two examples of a document.
   `paths`: the rule runs only on files whose name matches one of these globs (`requirements*.txt`).
+* `decoded_only`: the rule runs on decoded text only (see below), never on the file as written: an
+  address on a raw IP is common in plain sight and rare hidden in base64, hex or joined pieces.
 * `packages`: the pattern's `npm` or `pypi` group lists package names (an install command's words,
   a manifest's dependencies); the rule fires only for a name one slip from a popular package of
   that registry (`package_names`), and the finding's excerpt starts by saying which.
@@ -446,19 +448,21 @@ def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
         idx = doc.line_of(layer.start)
         low = layer.text.lower()
         for rule, level, _start, _end, note in _matches(rs, layer.text, low, _line_starts(layer.text), layer.text.isascii(),
-                                                        doc.is_script, name):
+                                                        doc.is_script, name, decoded=True):
             add(rule, level, idx, doc.norm[layer.start:layer.end], layer.chain, layer.text, layer.start, layer.end, note)
     out.sort(key=lambda f: (f.line, f.rule_id))
     return out
 
 
-def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bool, is_script: bool, name: str = ""):
+def _matches(rs: RuleSet, text: str, low: str, starts: list[int], ascii_only: bool, is_script: bool, name: str = "",
+             decoded: bool = False):
     """(rule, level, start, end, note) for every rule match in `text` whose conditions hold; `is_script`
     says whether `text` is (decoded from) a program file, where `scripts_only` rules run; `name` is
-    the file's name, for `paths` rules; `note` says what a `packages` rule found."""
+    the file's name, for `paths` rules; `decoded` whether `text` is a decoded layer, where
+    `decoded_only` rules run; `note` says what a `packages` rule found."""
     needle_lines: dict[str, list[int]] = {}  # needles shared by rules are looked for once
     for rule in rs.rules:
-        if (rule.non_ascii and ascii_only) or (rule.scripts_only and not is_script):
+        if (rule.non_ascii and ascii_only) or (rule.scripts_only and not is_script) or (rule.decoded_only and not decoded):
             continue
         if rule.paths and not any(fnmatch.fnmatch(name.lower(), glob) for glob in rule.paths):
             continue

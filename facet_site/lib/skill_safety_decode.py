@@ -8,7 +8,8 @@
   and Unicode tag characters;
 * lines with zero-width characters (which split words so that no phrase rule matches), read again
   without them; string literals joined at run time (`'Down' + 'load' + 'Str' + 'ing'`, over lines
-  too), read joined; shell lines that write `${IFS}` for spaces, read with spaces;
+  too, or a list of them given to an empty string's join: `"".join(["ht", "tp://", ...])`,
+  `['ht', 'tp://'].join('')`), read joined; shell lines that write `${IFS}` for spaces, read with spaces;
 * in a text that names rot13 or base85, or turns strings round (`| rev |`, `'...'[::-1]`,
   `.split('').reverse()`), its string literals (and, for `rev`, its long lines) read rot13'd,
   base85-decoded or backwards.
@@ -50,6 +51,11 @@ _JOIN_HINT = re.compile(r"""['"]\s*\+\s*['"]""")
 # What stands between two string literals joined at run time: 'Down' + 'load', "Net." +\n "Web"
 _JOIN = re.compile(r"\s*\+\s*")
 _JOIN_GAP = 200  # characters between two joins of one built string, at most
+# A list of string literals joined with nothing between them: Python's "".join([...]) and ''.join((...)),
+# JavaScript's [...].join(""). Two literals or more; the literals are paired by _LITERAL afterwards.
+_ITEMS = r"""((?:\s*(['"])(?:\\.|(?!\{q})[^\\\n])*\{q}\s*,){{1,200}}\s*(['"])(?:\\.|(?!\{r})[^\\\n])*\{r}\s*,?\s*)"""
+_JOIN_LIST_PY = re.compile(r"""(['"])\1\s*\.join\(\s*[\[(]""" + _ITEMS.format(q=3, r=4) + r"""[\])]\s*\)""")
+_JOIN_LIST_JS = re.compile(r"""\[""" + _ITEMS.format(q=2, r=3) + r"""\]\s*\.join\(\s*(['"])\4\s*\)""")
 _CHAR_CODES = re.compile(r"(?<![\w.])(?:\d{2,3}\s*,\s*){7,}\d{2,3}(?![\w.])")
 # Only texts that turn numbers into characters are searched for arrays of them (the search is costly)
 _CHAR_CODE_HINTS = ("CharCode", "chr(", "Chr(", "bytes(", "bytearray(", "[char", "pack(", "chr ", "map(chr")
@@ -97,6 +103,9 @@ def _decodings(text: str):
     if "+" in text and _two(_JOIN_HINT.finditer(text)):
         for start, end, joined in _join_clusters(text):
             # pieces joined (they may run over several lines: `$b = 'AAA' +\n 'BBB'`), read as one string
+            yield "joined strings", start, end, joined
+    if ".join(" in text:
+        for start, end, joined in _join_lists(text):
             yield "joined strings", start, end, joined
     if "${IFS}" in text or "$IFS" in text:
         for line_start, line in _lines(text):
@@ -216,6 +225,15 @@ def _join_clusters(text: str):
         previous = m
     if (found := close()):
         yield found
+
+
+def _join_lists(text: str):
+    """(start, end, the line with the list read as one string) for each list of literals joined by ''."""
+    for pattern, group in ((_JOIN_LIST_PY, 2), (_JOIN_LIST_JS, 1)):
+        for m in pattern.finditer(text):
+            pieces = [lit.group(2) for lit in _LITERAL.finditer(m.group(group))]
+            a, b = _around(text, m.start(), m.end())
+            yield a, b, text[a:m.start()] + '"' + "".join(pieces) + '"' + text[m.end():b]
 
 
 def _two(matches) -> bool:

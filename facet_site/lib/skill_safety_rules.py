@@ -56,6 +56,9 @@ class Rule:
     multiline: bool = False  # patterns span lines: run on the whole text, not only on needle lines
     non_ascii: bool = False  # looks for non-ASCII characters only: ASCII-only texts are skipped
     scripts_only: bool = False  # runs on program files only (by extension or #! line), not on documents
+    # runs on decoded text only (what base64, hex, joined pieces ... turn into), never on the file as
+    # written: a raw-IP address is common in plain sight and rare hidden
+    decoded_only: bool = False
     vendor_exempt: bool = False  # a match whose lines link only vendor installers (the allowlist) is not counted
     # fires only when a name in the pattern's `npm` or `pypi` group is one slip from a popular package
     # of that registry (package_names: typosquats)
@@ -230,6 +233,7 @@ def _parse_rules(data: dict) -> RuleSet:
             exemptible=bool(raw.get("exemptible", True)), kind=raw.get("kind", "command"),
             outside_fences=bool(raw.get("outside_fences", False)), multiline=bool(raw.get("multiline", False)),
             non_ascii=bool(raw.get("non_ascii", False)), scripts_only=bool(raw.get("scripts_only", False)),
+            decoded_only=bool(raw.get("decoded_only", False)),
             vendor_exempt=bool(raw.get("vendor_exempt", False)),
             packages=bool(raw.get("packages", False)), paths=tuple(raw.get("paths", ())),
             bad=bad, good=good,
@@ -260,9 +264,13 @@ def _parse_rules(data: dict) -> RuleSet:
 
 def classify_url(url: str, allowlist: Iterable[tuple[str, str]] = (), throwaway: Iterable[str] = ()) -> str:
     """local, raw_ip, plain_http, allowlisted (https from a vendor installer host), throwaway (a
-    URL shortener, tunnel, paste or file-drop host, which hides who serves the file) or unlisted."""
+    URL shortener, tunnel, paste or file-drop host, which hides who serves the file) or unlisted.
+    A bare host (`198.51.100.7`, a mirror list's item) is classified as that host."""
+    url = url.strip("'\"`")
+    if "://" not in url:
+        url = "//" + url
     try:
-        parts = urllib.parse.urlsplit(url.strip("'\"`"))
+        parts = urllib.parse.urlsplit(url)
         host = (parts.hostname or "").lower().rstrip(".")
     except ValueError:
         return "unlisted"
