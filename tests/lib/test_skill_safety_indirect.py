@@ -1,6 +1,6 @@
 """Payloads that reach their target a step removed from where a reader looks: the file name built
 in pieces, the address kept in a list far from the download, the update that replaces the program
-itself, a dependency on a host nobody can review, a container given the host's disk, keys sent out
+itself, a container given the host's disk, keys sent out
 through a prose instruction or a backup's include list (red-team set 3's shapes, docs/skills.md).
 
 Written for these tests: documentation addresses, example domains, fake keys; nothing here runs.
@@ -92,11 +92,7 @@ def test_credentials_leaving_through_a_bug_report_or_a_backup_list_are_caught():
     assert {f.line for f in by_rule(held, "exfil.credential-include-list")} == {4, 5}
 
 
-def test_a_dependency_from_an_unknown_git_host_and_a_container_owning_the_host_are_held():
-    reqs = "pandas>=2.2,<3\ngridprof @ git+https://git.gridprof-internal.example/data/gridprof.git@4f9c1e2b\n"
-    report = scan({"requirements.txt": reqs})
-    assert report.level == SUSPICIOUS and [f.line for f in report.findings] == [2]
-    assert scan({"requirements.txt": reqs.replace("git.gridprof-internal.example/data", "github.com/gridprof")}).level == CLEAN
+def test_a_privileged_container_given_the_hosts_root_writable_is_held():
     compose = ("services:\n  exporter:\n    image: registry.ops.example/host-exporter:latest\n    privileged: true\n"
                "    pid: host\n    volumes:\n      - /:/host:rw\n      - /var/run/docker.sock:/var/run/docker.sock\n")
     assert scan({"docker-compose.yml": compose}).level == SUSPICIOUS
