@@ -280,7 +280,8 @@ def classify_url(url: str, allowlist: Iterable[tuple[str, str]] = (), throwaway:
         ip = None
     if ip is not None:
         # Documentation ranges (203.0.113.0/24 ...) are "reserved" too but stand for real hosts here.
-        local = ip.is_loopback or ip.is_unspecified or ip.is_link_local or (
+        # multicast and reserved addresses (mDNS's 224.0.0.251, a netmask) name no server to fetch from
+        local = ip.is_loopback or ip.is_unspecified or ip.is_link_local or ip.is_multicast or ip.is_reserved or (
             ip.is_private and not _is_documentation(ip))
         return "local" if local else "raw_ip"
     if host == "localhost" or host.endswith(".localhost") or host.endswith(".local"):

@@ -148,3 +148,5 @@ def test_a_bare_host_is_classified_as_its_address():
     from facet_site.lib.skill_safety_rules import classify_url
     assert [classify_url(h) for h in ("198.51.100.77", '"10.0.0.5"', "127.0.0.1", "tools.example.com")] == [
         "raw_ip", "local", "local", "unlisted"]
+    # a multicast group or a netmask is no server
+    assert [classify_url(h) for h in ("224.0.0.251", "255.255.255.0", "http://239.255.255.250:1900/")] == ["local"] * 3
