@@ -303,6 +303,31 @@ def _skill_md_text(skill) -> str:
 _SHEBANG = re.compile(r"\A#!\s*\S*(?:sh|python\d?|node|perl|ruby|env\s+\w+)\b")
 
 
+# Shell and Python join quoted pieces written side by side: `.s""sh` is `.ssh`. Only a pair between
+# two characters of a path or a word counts (`print("")`'s pair has a parenthesis on either side).
+_SPLICE = re.compile(r"""(?<=[\w./$-])(?:""|''|"'|'")(?=[\w./-])""")
+
+
+def _unspliced(text: str) -> str:
+    """`text` with each such pair moved to the end of its line: the words read whole, and the line
+    keeps its length, so every offset outside it stays."""
+    lines: dict[int, int] = {}  # line start -> line end, for the lines holding a pair
+    for m in _SPLICE.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        if start not in lines:
+            end = text.find("\n", m.end())
+            lines[start] = len(text) if end < 0 else end
+    if not lines:
+        return text
+    out, last = [], 0
+    for start, end in sorted(lines.items()):
+        line = text[start:end]
+        out += [text[last:start], _SPLICE.sub("", line), "".join(_SPLICE.findall(line))]
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
 class _Doc:
     """One file's text with its line index and, for Markdown, its fences and headings."""
 
@@ -314,14 +339,17 @@ class _Doc:
         self.first_line = first_line
         # A shell line continuation becomes two spaces: offsets stay, the command reads as one line.
         self.norm = text.replace("\\\r\n", "   ").replace("\\\n", "  ") if "\\\n" in text or "\\\r\n" in text else text
+        p = PurePosixPath(path.lower())
+        ext = p.suffix.lstrip(".")
+        self.is_script = ext in rs.script_exts or bool(_SHEBANG.match(text if head is None else head))
+        if self.is_script and ('""' in self.norm or "''" in self.norm or "\"'" in self.norm or "'\"" in self.norm):
+            # a word cut by an empty pair of quotes reads whole (`"$HOME/.s""sh"`, `authorized""_keys`)
+            self.norm = _unspliced(self.norm)
         self.low = self.norm.lower()
         self.ascii = self.norm.isascii()
         self.starts = _line_starts(text)
         self.norm_starts = self.starts if self.norm is text else _line_starts(self.norm)
-        p = PurePosixPath(path.lower())
-        ext = p.suffix.lstrip(".")
         self.in_test_dir = any(part in rs.test_dirs for part in p.parts[:-1]) or p.name.startswith("test_")
-        self.is_script = ext in rs.script_exts or bool(_SHEBANG.match(text if head is None else head))
         self.is_data = ext in rs.data_exts and not self.is_script
         self.is_markdown = ext in ("md", "markdown", "mdx") or (not ext and not self.is_script)
         self._fences: list[tuple[int, int, str]] | None = None  # (open line, close line, language), 0-based

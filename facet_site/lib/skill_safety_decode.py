@@ -41,7 +41,8 @@ class Layer:
     text: str
 
 
-_B64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
+# 16 characters and up: 12 bytes, as short as an address hidden alone (`MTk4LjUxLjEwMC4yMw==` is 198.51.100.23)
+_B64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=_-])")
 _HEX_ESC = re.compile(r"(?:\\x[0-9a-fA-F]{2}){6,}")
 _HEX_BARE = re.compile(r"(?:[0-9a-fA-F]{2}){10,}")
 _PCT = re.compile(r"(?:%[0-9A-Fa-f]{2}[^\s%]{0,3}){6,}")

@@ -40,7 +40,12 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
         if a >= 0 and (_regex_alternative(line, a, b) or _in_regex_literal(line, a, b)
                        or (rule.kind == "text" and _quoted(line, a, b))):
             label = _label(rs.detector_labels, [_words_of(t) for t in [line, *_list_heads(doc, idx)]])
-            return f"alternative of a regular expression in a scanner's list (named {label.lower()!r})" if label else ""
+            if label:
+                return f"alternative of a regular expression in a scanner's list (named {label.lower()!r})"
+            # ... or compiled as a pattern on its own line (`re.compile(r"\.ssh/id_|dump-keychain")`): the
+            # string is handed to the regex engine, which searches with it and opens or runs nothing
+            if _regex_alternative(line, a, b) and _REGEX_CALL.search(line, 0, a):
+                return "alternative of a regular expression compiled on its line"
         return ""
     if doc.is_data:
         if doc.in_test_dir:
@@ -48,7 +53,9 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
         kind = _detection_rule_file(doc.text)
         return f"pattern in a {kind} detection rule file" if kind else ""
     if not doc.is_markdown:
-        return ""
+        # a rules file of its own (`rules/droppers.yar`): YARA's strings are what a file is searched
+        # for. In Markdown only a fenced block is judged, so a rule pasted into SKILL.md exempts nothing else
+        return "string in a YARA rule file" if _detection_rule_file(doc.text) == "YARA" else ""
     headings = doc.headings_above(idx)
     text_rule = rule.kind == "text"
     if not text_rule and any(rs.setup_headings.search(h) for h in headings):
@@ -93,11 +100,18 @@ _TEST_ANNOTATION = re.compile(r"^\s*(?:#|//|--|;|/\*)\s*(?:ruleid|ok|todoruleid|
 _SEMGREP_FILE = (re.compile(r"^rules\s*:", re.M), re.compile(r"^\s*-?\s*(?:pattern(?:s|-\w+)?|regex)\s*:", re.M),
                  re.compile(r"^\s*message\s*:", re.M))
 _SIGMA_FILE = (re.compile(r"^logsource\s*:", re.M), re.compile(r"^detection\s*:", re.M))
+_YARA_FILE = (re.compile(r"^\s*(?:(?:private|global)\s+)*rule\s+\w+", re.M), re.compile(r"^\s*strings\s*:", re.M),
+              re.compile(r"^\s*condition\s*:", re.M))
+# A call on the line that compiles or searches with a regular expression given as a string.
+_REGEX_CALL = re.compile(r"\bre\.(?:compile|search|match|fullmatch|findall|finditer|sub)\(|\bnew\s+RegExp\(|"
+                         r"\bregexp\.(?:MustCompile|Compile)\(|\bRegex\(|\bPattern\.compile\(")
 
 
 def _detection_rule_file(text: str) -> str:
-    """"Semgrep" or "Sigma" when a YAML file is a rule file of that tool (whose patterns name what to
-    find, not what to run), else ""."""
+    """"Semgrep", "Sigma" or "YARA" when a file is a rule file of that tool (whose patterns name what
+    to find, not what to run), else ""."""
+    if all(p.search(text) for p in _YARA_FILE):
+        return "YARA"
     if all(p.search(text) for p in _SEMGREP_FILE):
         return "Semgrep"
     if all(p.search(text) for p in _SIGMA_FILE):

@@ -41,6 +41,8 @@ FLOORS = {
     "set4": (46, 47, 28, 31),
     # written 2026-12-07; scored once at 35 of 51 and 34 of 37 (bench/results/safety_redteam_set5_blind.json)
     "set5": (51, 51, 37, 37),
+    # written 2026-12-07 (evening); scored once at 35 of 51 and 32 of 39 (safety_redteam_set6_blind.json)
+    "set6": (48, 51, 37, 39),
 }
 
 
@@ -72,7 +74,8 @@ def test_the_commodity_droppers_of_every_set_are_unsafe(tmp_path):
     base = tmp_path / "safety-redteam"
     for rel in ("set1/nightowl-dev/youtube-summarize-pro", "set1/weatherly/weather-now", "set2/kvothe-labs/solana-wallet-tracker",
                 "set3/quillforge/youtube-summarize-plus", "set3/tidewater-labs/polymarket-odds",
-                "set4/solanakit-dev/solana-wallet-tracker", "set4/gworkspace-herramientas/gmail-asistente"):
+                "set4/solanakit-dev/solana-wallet-tracker", "set4/gworkspace-herramientas/gmail-asistente",
+                "set6/toolsmith-hq/pdf-toolkit-pro", "set6/weatherly/weather-now"):
         skill = parse_skill_dir(base / rel, root=base / rel.split("/")[0], source_kind="clawhub")
         assert level_of(skill) == "unsafe", rel
 
