@@ -9,6 +9,8 @@ The data (`popular_packages.json`, built by `scripts/build-popular-packages` fro
 download counts; its header says when and from what) holds, per registry, the most downloaded
 names (the targets) and the popular names that are themselves one edit from a target (`bootstrap3` and
 `bootstrap`, `pyaml` and `pyyaml`: both real and both widely used), which are never flagged.
+A scoped npm name is judged by its scope (`@modelcontextprotoco1/server-filesystem`): `npm_scopes.json`
+lists widely used scopes by hand, since download counts are kept per package, not per scope.
 """
 from __future__ import annotations
 
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["DATA_PATH", "ECOSYSTEMS", "MIN_LENGTH", "Popular", "normalise", "near_miss", "one_edit", "load_popular",
-           "build_popular", "names_in", "first_near_miss"]
+__all__ = ["DATA_PATH", "SCOPES_PATH", "ECOSYSTEMS", "MIN_LENGTH", "Popular", "normalise", "near_miss", "one_edit",
+           "load_popular", "load_scopes", "build_popular", "names_in", "first_near_miss"]
 
 DATA_PATH = Path(__file__).with_name("popular_packages.json")
+SCOPES_PATH = Path(__file__).with_name("npm_scopes.json")
 ECOSYSTEMS = ("npm", "pypi")
 MIN_LENGTH = 5  # shorter names have too many real neighbours (`ms`, `qs`, `ws`, `vue`) to mean anything
 
@@ -83,11 +86,21 @@ def load_popular() -> dict[str, Popular]:
     return {eco: Popular.of(data[eco]["targets"], data[eco]["also_popular"]) for eco in ECOSYSTEMS}
 
 
+@lru_cache(maxsize=1)
+def load_scopes() -> Popular:
+    return Popular.of(json.loads(SCOPES_PATH.read_text(encoding="utf-8"))["scopes"], ())
+
+
 def near_miss(ecosystem: str, name: str) -> str | None:
     """The popular package of `ecosystem` ("npm" or "pypi") that `name` is one slip away from, or
-    None: a scoped npm name (`@org/x`), a short name, a popular name and an unrelated one are None."""
-    if name.startswith("@") or ecosystem not in ECOSYSTEMS:
+    None: a short name, a popular name and an unrelated one are None. A scoped npm name (`@org/x`) is
+    judged by its scope: `@modelcontextprotoco1/server-github` -> `@modelcontextprotocol/server-github`."""
+    if ecosystem not in ECOSYSTEMS:
         return None
+    if name.startswith("@"):
+        scope, _, rest = name[1:].lower().partition("/")
+        target = load_scopes().target_near(scope) if ecosystem == "npm" and rest else None
+        return f"@{target}/{rest}" if target else None
     return load_popular()[ecosystem].target_near(normalise(ecosystem, name))
 
 
@@ -117,7 +130,11 @@ def names_in(ecosystem: str, text: str) -> list[str]:
             continue
         if ecosystem == "npm":
             if word.startswith("@"):
-                continue  # scoped: the scope says whose it is
+                # scoped, a version after the second @: `@org/pkg@1.2`
+                scoped = "@" + word[1:].split("@", 1)[0]
+                if re.fullmatch(r"@[a-z0-9][\w.-]{0,100}/[a-z0-9][\w.-]{0,213}", scoped, re.I):
+                    out.append(scoped)
+                continue
             word = word.split("@", 1)[0]
         else:
             word = re.split(r"[\s<>=!~;\[@(]", word, maxsplit=1)[0]

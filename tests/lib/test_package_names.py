@@ -48,10 +48,19 @@ def test_popular_scoped_short_and_unrelated_names_are_not(eco, name):
     assert near_miss(eco, name) is None
 
 
+def test_a_scope_one_slip_from_a_popular_scope_is_named_with_the_package_it_imitates():
+    assert near_miss("npm", "@modelcontextprotoco1/server-filesystem") == "@modelcontextprotocol/server-filesystem"
+    assert near_miss("npm", "@anthropc-ai/sdk") == "@anthropic-ai/sdk"
+    # popular scopes one letter apart are both real; an unrelated scope and a bare scope say nothing
+    assert [near_miss("npm", n) for n in ("@aws-cdk/core", "@aws-sdk/client-s3", "@acme-corp/tools", "@modelcontextprotoco1")] == [None] * 4
+    assert first_near_miss("npm", '"-y", "@modelcontextprotoco1/server-github"') == (
+        "@modelcontextprotoco1/server-github", "@modelcontextprotocol/server-github")
+
+
 def test_names_in_commands_and_manifests():
     assert names_in("pypi", ' -U reqeusts==2.31 "numpy>=1" -r req.txt ./vendor/x git+https://h.example/y uvicorn[standard]') == [
         "reqeusts", "numpy", "uvicorn"]
-    assert names_in("npm", " -g --save-dev @scope/x foo@1.2 bar") == ["foo", "bar"]
+    assert names_in("npm", " -g --save-dev @scope/x@2 foo@1.2 bar") == ["@scope/x", "foo", "bar"]
     assert names_in("npm", '\n    "express": "^4.19.2",\n    "node-fecth": "^2.6.7"\n  ') == ["express", "node-fecth"]
     assert names_in("pypi", '\n  "beautifulsoup4>=4.12",\n  "colourama>=0.4",\n') == ["beautifulsoup4", "colourama"]
     # one tokenizer for commands and manifests: quoted requirements are whole words
