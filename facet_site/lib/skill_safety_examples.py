@@ -89,9 +89,23 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
             return ""
         if rs.order_words.search(outside):
             return ""
-    before = [doc.line_text(i) for i in range(max(idx - 3, 0), idx)]
+    before = [doc.line_text(i) for i in range(max(idx - 3, 0), idx)] + _table_header(doc, idx)
     label = _label(rs.example_labels, [outside, *before, *headings])
     return f"quoted in a {'list or table' if not text_rule else 'line'} labelled {label!r}" if label else ""
+
+
+def _table_header(doc, idx: int, reach: int = 60) -> list[str]:
+    """The header row of the Markdown table line idx is a row of (`| Rule | Example indicator |`): a
+    column's heading labels every cell under it, however long the table."""
+    if not doc.line_text(idx).lstrip().startswith("|"):
+        return []
+    for i in range(idx - 1, max(idx - reach, 0), -1):
+        text = doc.line_text(i).strip()
+        if not text.startswith("|"):
+            return []
+        if re.fullmatch(r"\|?(?:\s*:?-{3,}:?\s*\|)+\s*:?-{0,}:?\s*", text):
+            return [doc.line_text(i - 1)]
+    return []
 
 
 # Semgrep's test annotation: the line below it is a case the rule must (ruleid) or must not (ok) match,
