@@ -393,8 +393,10 @@ class _Doc:
         return bisect.bisect_right(self.starts, pos) - 1  # 0-based
 
     def line_text(self, idx: int) -> str:
+        # from the normalised text, whose offsets are the text's: a match's position in it is the same
+        # on this line (a word cut by empty quotes is read whole here as where it was matched)
         end = self.starts[idx + 1] - 1 if idx + 1 < len(self.starts) else len(self.text)
-        return self.text[self.starts[idx]:end]
+        return self.norm[self.starts[idx]:end]
 
     def fence_at(self, idx: int) -> tuple[int, int, str] | None:
         for f in self.fences:

@@ -52,11 +52,14 @@ _JOIN_HINT = re.compile(r"""['"]\s*\+\s*['"]""")
 # What stands between two string literals joined at run time: 'Down' + 'load', "Net." +\n "Web"
 _JOIN = re.compile(r"\s*\+\s*")
 _JOIN_GAP = 200  # characters between two joins of one built string, at most
-# A list of string literals joined with nothing between them: Python's "".join([...]) and ''.join((...)),
-# JavaScript's [...].join(""). Two literals or more; the literals are paired by _LITERAL afterwards.
-_ITEMS = r"""((?:\s*(['"])(?:\\.|(?!\{q})[^\\\n])*\{q}\s*,){{1,200}}\s*(['"])(?:\\.|(?!\{r})[^\\\n])*\{r}\s*,?\s*)"""
-_JOIN_LIST_PY = re.compile(r"""(['"])\1\s*\.join\(\s*[\[(]""" + _ITEMS.format(q=3, r=4) + r"""[\])]\s*\)""")
-_JOIN_LIST_JS = re.compile(r"""\[""" + _ITEMS.format(q=2, r=3) + r"""\]\s*\.join\(\s*(['"])\4\s*\)""")
+# Where a list of string literals is joined with nothing between them: Python's "".join([...]) (the list
+# follows) and JavaScript's [...].join("") (the list precedes); the literals are read by _literal_list.
+_JOIN_EMPTY_PY = re.compile(r"""(['"])\1\s*\.join\(\s*[\[(]""")
+_JOIN_EMPTY_JS = re.compile(r"""\]\s*\.join\(\s*(['"])\1\s*\)""")
+_LIST_GAP = re.compile(r"\s*")
+_LIST_COMMA = re.compile(r"\s*,?")
+_CALL_END = re.compile(r"\s*\)")
+_MAX_LIST_ITEMS = 200
 _CHAR_CODES = re.compile(r"(?<![\w.])(?:\d{2,3}\s*,\s*){7,}\d{2,3}(?![\w.])")
 # Only texts that turn numbers into characters are searched for arrays of them (the search is costly)
 _CHAR_CODE_HINTS = ("CharCode", "chr(", "Chr(", "bytes(", "bytearray(", "[char", "pack(", "chr ", "map(chr")
@@ -230,11 +233,37 @@ def _join_clusters(text: str):
 
 def _join_lists(text: str):
     """(start, end, the line with the list read as one string) for each list of literals joined by ''."""
-    for pattern, group in ((_JOIN_LIST_PY, 2), (_JOIN_LIST_JS, 1)):
-        for m in pattern.finditer(text):
-            pieces = [lit.group(2) for lit in _LITERAL.finditer(m.group(group))]
-            a, b = _around(text, m.start(), m.end())
-            yield a, b, text[a:m.start()] + '"' + "".join(pieces) + '"' + text[m.end():b]
+    for m in _JOIN_EMPTY_PY.finditer(text):
+        if (found := _literal_list(text, m.end(), "])")) is not None:
+            pieces, close = found
+            call_end = _CALL_END.match(text, close + 1)  # the join's own parenthesis
+            yield _read_joined(text, m.start(), call_end.end() if call_end else close + 1, pieces)
+    for m in _JOIN_EMPTY_JS.finditer(text):
+        opening = text.rfind("[", max(0, m.start() - 8 * _JOIN_GAP), m.start())
+        found = _literal_list(text, opening + 1, "]") if opening >= 0 else None
+        if found is not None and found[1] == m.start():
+            yield _read_joined(text, opening, m.end(), found[0])
+
+
+def _literal_list(text: str, pos: int, closers: str) -> tuple[list[str], int] | None:
+    """The contents of two or more string literals from `pos` to the bracket that closes their list
+    (and that bracket's position), or None when anything else stands in the list."""
+    pieces: list[str] = []
+    while len(pieces) <= _MAX_LIST_ITEMS:
+        pos = _LIST_GAP.match(text, pos).end()
+        if pos < len(text) and text[pos] in closers:
+            return (pieces, pos) if len(pieces) >= 2 else None
+        literal = _LITERAL.match(text, pos)
+        if literal is None:
+            return None
+        pieces.append(literal.group(2))
+        pos = _LIST_COMMA.match(text, literal.end()).end()
+    return None
+
+
+def _read_joined(text: str, start: int, end: int, pieces: list[str]) -> tuple[int, int, str]:
+    a, b = _around(text, start, end)
+    return a, b, text[a:start] + '"' + "".join(pieces) + '"' + text[end:b]
 
 
 def _two(matches) -> bool:

@@ -103,7 +103,7 @@ def _table_header(doc, idx: int, reach: int = 60) -> list[str]:
         text = doc.line_text(i).strip()
         if not text.startswith("|"):
             return []
-        if re.fullmatch(r"\|?(?:\s*:?-{3,}:?\s*\|)+\s*:?-{0,}:?\s*", text):
+        if _TABLE_RULE.fullmatch(text):
             return [doc.line_text(i - 1)]
     return []
 
@@ -116,6 +116,8 @@ _SEMGREP_FILE = (re.compile(r"^rules\s*:", re.M), re.compile(r"^\s*-?\s*(?:patte
 _SIGMA_FILE = (re.compile(r"^logsource\s*:", re.M), re.compile(r"^detection\s*:", re.M))
 _YARA_FILE = (re.compile(r"^\s*(?:(?:private|global)\s+)*rule\s+\w+", re.M), re.compile(r"^\s*strings\s*:", re.M),
               re.compile(r"^\s*condition\s*:", re.M))
+# The row under a Markdown table's header: |---|:---:| ...
+_TABLE_RULE = re.compile(r"\|?(?:\s*:?-{3,}:?\s*\|)+(?:\s*:?-{3,}:?\s*)?")
 # A call on the line that compiles or searches with a regular expression given as a string.
 _REGEX_CALL = re.compile(r"\bre\.(?:compile|search|match|fullmatch|findall|finditer|sub)\(|\bnew\s+RegExp\(|"
                          r"\bregexp\.(?:MustCompile|Compile)\(|\bRegex\(|\bPattern\.compile\(")
