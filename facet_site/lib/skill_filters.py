@@ -226,7 +226,8 @@ def _actionable(skill: ParsedSkill) -> bool:
     if any(is_program(f.path, f.text) for f in skill.files):
         return True
     known = _COMMON_CLIS | set(skill.tools)
-    if any(_runnable(block, known) for block in skill.code_blocks):
+    own = {n.strip().lower() for n in (skill.name, skill.slug) if n and n.strip()}
+    if any(_runnable(block, known) and not _installs_itself(block, own) for block in skill.code_blocks):
         return True
     for m in _INLINE_CODE.finditer(skill.body):
         if m.group(1) in known:
@@ -257,6 +258,30 @@ def _runnable(block: dict, known: set[str]) -> bool:
             if line:
                 return line.startswith("$ ") or line.split(maxsplit=1)[0] in known or bool(_HTTP_REQUEST_LINE.match(line))
     return False
+
+
+# A line that installs a skill or its package by name, or fetches a skill's files into an agent's skills folder.
+_INSTALL_LINE = re.compile(
+    r"^(?:\$\s+)?(?:sudo\s+)?(?:(?:npm|pnpm|yarn|bun)\s+(?:i|install|add)|pip3?\s+install|pipx\s+install|uv\s+(?:pip\s+install|tool\s+install)"
+    r"|npx\s+(?:-y\s+)?(?:clawhub|skills)\S*\s+(?:install|add)|clawhub\s+install|openclaw\s+skills?\s+install|git\s+clone"
+    r"|claude\s+plugins?\s+install)\s+(?P<target>.+)$", re.I)
+_SKILLS_FOLDER = re.compile(r"[/\\]skills[/\\]|\bSKILL\.md\b")
+
+
+def _installs_itself(block: dict, own: set[str]) -> bool:
+    """A block whose every command installs this skill (`npm install moltlang`, `clawhub install moltlang`, a
+    `curl` of its SKILL.md into ~/.moltbot/skills/): getting the skill is not a procedure it teaches."""
+    lines = [ln.strip() for ln in block.get("code", "").split("\n") if ln.strip() and not ln.strip().startswith("#")]
+    if not lines or not own:
+        return False
+    for line in lines:
+        m = _INSTALL_LINE.match(line)
+        if m and any(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", m.group("target").lower()) for name in own):
+            continue
+        if not m and _SKILLS_FOLDER.search(line):
+            continue
+        return False
+    return True
 
 
 def _reference_document(path: str, skill_md_path: str) -> bool:

@@ -45,6 +45,8 @@ _CAUTION = re.compile(
     r"|⚠|❌|🚫|⛔",
     re.I,
 )
+# Names of a string that is shown, not used: a demo's sample input.
+_SHOWN = re.compile(r"\b(?:examples?|samples?|demo\w*|tests?|fixtures?|simulat\w*)\b", re.I)
 _GREPPING = re.compile(r"\b(?:grep|egrep|rg|ripgrep|re\.compile|re\.search|regex|RegExp|semgrep|yara)\b")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*)$", re.M)
 _FENCE = re.compile(r"^\s{0,3}(?:```|~~~)", re.M)
@@ -132,6 +134,8 @@ def cautioned(doc: SkillDoc, start: int, end: int) -> bool:
     line = doc.text[line_start:line_end]
     if caution(line) or _GREPPING.search(line):
         return True
+    if not doc.markdown and any(caution(t) or _SHOWN.search(t) for t in string_block_head(doc.path, doc.text, start)):
+        return True  # a program's string named as an attack or an example: `const maliciousContent = \``
     if start > line_start and doc.text[start - 1] in "\"'“‘":
         return True  # quoted, as in a list of signatures or an incident report
     # The two lines before (a fence line does not count: prose introduces the block above it).
@@ -169,6 +173,42 @@ def skill_md_docs(skill: ParsedSkill) -> list[SkillDoc]:
 def program_docs(skill: ParsedSkill) -> list[SkillDoc]:
     """The programs a skill ships (`is_program`), one SkillDoc each, read as code from line 1."""
     return [SkillDoc(f.path, f.text, 1, markdown=False) for f in skill.files if f.text and is_program(f.path, f.text)]
+
+
+_TEMPLATE_QUOTE = re.compile(r"(?<!\\)`")
+_TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
+_COMMENT_LINE = re.compile(r"^\s*(?://|#|/\*|\*)")
+
+
+def words_of(code: str) -> str:
+    """Identifiers read as words: DANGEROUS_PATTERNS and maliciousContent -> dangerous patterns, malicious Content."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", code).replace("_", " ")
+
+
+def string_block_head(path: str, text: str, pos: int) -> list[str]:
+    """When `pos` lies inside a program's string literal that may span lines (a JavaScript template
+    literal, a Python triple-quoted string), what names that string: the code before its opening quote
+    (`const maliciousContent =`) and the comment lines right above it, as words. [] otherwise.
+
+    A prompt-injection filter's demo holds the attack it is shown, across lines: the quote on the
+    match's own line, which a one-line string has, is not there to say it is quoted."""
+    ext = path.rsplit(".", 1)[-1].lower() if "." in path else ""
+    quote = _TEMPLATE_QUOTE if ext in ("js", "mjs", "cjs", "jsx", "ts", "tsx") else _TRIPLE_QUOTE if ext == "py" else None
+    if quote is None:
+        return []
+    opens = [m.start() for m in quote.finditer(text, 0, pos)]
+    if len(opens) % 2 == 0:
+        return []
+    line_start = text.rfind("\n", 0, opens[-1]) + 1
+    head = [words_of(text[line_start:opens[-1]])]
+    end = line_start - 1
+    while len(head) < 3 and end > 0:
+        start = text.rfind("\n", 0, end) + 1
+        if not _COMMENT_LINE.match(text[start:end]):
+            break
+        head.append(words_of(text[start:end]))
+        end = start - 1
+    return head
 
 
 def line_of(doc: SkillDoc, pos: int) -> str:

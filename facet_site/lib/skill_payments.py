@@ -27,10 +27,24 @@ _PAYS = re.compile(
 _SELLS = re.compile(r"\b(?:paywall\w*|monetiz\w*|accept(?:s|ing)?\s+payments?|receiv\w*\s+payments?|charg\w+|sell\w*|earn\w*"
                     r"|callers?|clients?|customers?|buyers?)\b", re.I)
 _BUYS = re.compile(r"\bmake\s+(?:\w+\s+){0,2}?(?:micro)?payments?|\bfund\s|\byour\s+wallet|\byou\s+pay|\bagents?\s+(?:to\s+)?pays?\b"
+                   r"|\b(?:charged|billed)\s+(?:to|from)\s+your\b"
                    r"|\bpay\s+for\s+(?:apis?|services?|calls?|requests?|access|data)\b", re.I)
 # ASCII boundaries: in Chinese or Japanese text the name touches the characters around it ("使用USDC支付").
 _MONEY_RAIL = re.compile(r"(?<![A-Za-z0-9])(?:x402|usdc|stablecoins?|sats)(?![A-Za-z0-9])|\b402\s+payment|\bwallet|\blightning\b"
                          r"|钱包|稳定币", re.I)
+# Billed per call by the skill itself, with or without a wallet named: "every API call billed via SkillPay
+# (0.001 USDT / call)", "$0.002 per request", "每次调用消耗1个令牌，约0.001美元", "按使用次数计费"; a price in money, not in a model's
+# tokens. A free trial
+# still ends in paying, so it does not count as a free way.
+_BILLED_PER_CALL = re.compile(
+    r"\bbill(?:ed|s|ing)?\s+(?:\w+\s+){0,3}?(?:per|for\s+each|on\s+each)\s+(?:api\s+)?(?:call|request|query|use|run)\b"
+    r"|\b(?:every|each)\s+(?:api\s+)?(?:call|request|query)\s+(?:is\s+)?(?:billed|charged|costs?)\b"
+    r"|\bper[- ](?:call|request|use)\s+billing\b"
+    r"|(?:\$\s?\d[\d.,]*|\b\d[\d.,]*\s*(?:usd[tc]?|dollars?))\s*(?:/|per)\s*(?:api\s+)?(?:call|request|query|use)\b"
+    r"|按(?:使用)?次(?:数)?(?:计费|付费|收费)|每次(?:调用|分析|查询|使用|请求)[^\n。]{0,10}?(?:消耗|收取|扣除|花费|计费|收费)[^\n。]{0,16}?"
+    r"(?:美元|USD[TC]?|[0-9.]\s*元)",
+    re.I,
+)
 # A way without paying: the wallet is optional, or there is a free tier (skill_requirements.FREE_TIER).
 _FREE_OF_PAYMENT = re.compile(
     r"\bwallet\s+(?:is\s+)?optional|\boptional[^.\n]{0,30}\b(?:paid|wallet|payments?)\b|\bwithout\s+(?:a\s+)?wallet"
@@ -62,14 +76,15 @@ def _auto_pay(programs: list[SkillDoc], out: list[Finding]) -> None:
 def _payments(docs: list[SkillDoc], out: list[Finding]) -> None:
     """A skill that pays per call from the user's wallet (x402, micropayments, "fund your wallet"), unless
     a wallet is said to be optional or some tools are free; the first such line."""
-    if not any(_MONEY_RAIL.search(doc.text) for doc in docs):
-        return
     if any(_FREE_OF_PAYMENT.search(doc.text) or skill_requirements.FREE_TIER.search(doc.text) for doc in docs):
         return
+    pays = _PAYS if any(_MONEY_RAIL.search(doc.text) for doc in docs) else None
     for doc in docs:
-        for m in _PAYS.finditer(doc.text):
+        found = [(m, reason) for p, reason in ((pays, "pays per call from a funded wallet"), (_BILLED_PER_CALL, "pays per call (billed for each call)"))
+                 if p for m in p.finditer(doc.text)]
+        for m, reason in sorted(found, key=lambda f: f[0].start()):
             line = line_of(doc, m.start())
             if skill_requirements.hedged(doc.text, m.start()) or (_SELLS.search(line) and not _BUYS.search(line)):
                 continue
-            out.append(Finding(PRIVATE, "pays per call from a funded wallet", clip(line), doc.line_no(m.start()), doc.path))
+            out.append(Finding(PRIVATE, reason, clip(line), doc.line_no(m.start()), doc.path))
             return

@@ -12,8 +12,9 @@ account or login. The rules keep false positives low, simply and explainably:
   `requirements(skill)` returns them all, with where each is stated.
 * Secret-named settings given a placeholder in a config block or .env file (`"CLIENT_SECRET": "your-..."`)
   count as used variables.
-* Loopback URLs (localhost, 127.x) are private only when the skill does not start a server itself;
-  one on a login redirect/callback line is reported as a sign-in (OAuth), not as a private host.
+* Hosts on the user's own network (`skill_private_hosts`): private-network URLs, loopback URLs unless
+  the skill starts the server itself (one on a login redirect line is a sign-in), devices given by
+  address, and a device the prose says to share a network with.
 * Account dependence needs dependence wording (requires, need, must, ... required) or a
   Requirements/Prerequisites section, and no negation ("no account needed"); a `<tool> login`
   command in a code block, or a declared variable naming an account (X_TENANT_ID, X_EMAIL), is one too;
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from facet_site.lib import skill_declared_env, skill_payments, skill_requirements
+from facet_site.lib import skill_declared_env, skill_payments, skill_private_hosts, skill_requirements
 from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, is_program, line_of, skill_md_docs
 from facet_site.lib.skill_requirements import Requirement
 from facet_site.lib.skillformat import ParsedSkill
@@ -72,41 +73,9 @@ _PLACEHOLDERS = (
     (True, "your_", re.compile(r"(?<![a-z0-9])your_[a-z0-9_]*(?:api_?key|token|secret|password)\b")),
     (True, "my_", re.compile(r"(?<![a-z0-9])my_[a-z0-9_]*(?:api_?key|token|secret|password)\b")),
     (True, "<", re.compile(r"<\s*(?:your[-_ ])?(?:api[-_ ]?key|token|secret|access[-_ ]token)\s*>")),
-    (True, "bearer", re.compile(r"bearer\s+(?:<[^>\n]+>|your[\w-]*|\{\{[^}\n]+\}\})")),
+    # ... and a key of the service's own shape with its secret part left out: `Bearer clawk_xxx`, `Bearer sk-...`
+    (True, "bearer", re.compile(r"bearer\s+(?:<[^>\n]+>|your[\w-]*|\{\{[^}\n]+\}\}|[a-z0-9]*[_-]?(?:x{3,}|\.{3}|…)(?![\w.]))")),
 )
-_PRIVATE_HOST = re.compile(
-    r"https?://(?:[^\s/@]*@)?(?P<host>localhost|127(?:\.\d{1,3}){3}|\[::1\]|10(?:\.\d{1,3}){3}|172\.(?:1[6-9]|2\d|3[01])(?:\.\d{1,3}){2}"
-    r"|192\.168(?:\.\d{1,3}){2}|[\w-]+(?:\.[\w-]+)*\.(?:internal|corp|local|lan|intranet|home\.arpa)|intranet(?:\.[\w-]+)*)"
-    r"(?![\w-]|\.[\w-])(?::\d+)?",  # "localhost.example.com" is a public name
-    re.I,
-)
-_LOOPBACK = re.compile(r"^(?:localhost|127\.|\[::1\])", re.I)
-# A device or server on the user's network given by address, not URL: `"ip": "192.168.x.x"`,
-# `export PRINTER_IP=192.168.1.50`, `--device 10.0.0.7`, `adb connect 192.168.1.5:5555`. The address
-# may be a placeholder ("x"); a network range (`192.168.1.0/24`) is not a host.
-_LAN_OCTET = r"(?:\.(?:\d{1,3}|[xX*]{1,3}))"
-_LAN_DEVICE = re.compile(
-    r"(?:\b(?:ip|host|address|addr|device|printer|server|[A-Z][A-Z0-9]*_(?:IP|HOST|ADDR(?:ESS)?))[\"']?\s*[:=]\s*[\"']?"
-    r"|--(?:ip|host|device|address|addr|printer)[= ]\s*[\"']?|\badb\s+(?:connect|pair)\s+)"
-    rf"(?P<host>(?:192\.168{_LAN_OCTET}{{2}}|10{_LAN_OCTET}{{3}}|172\.(?:1[6-9]|2\d|3[01]){_LAN_OCTET}{{2}}))(?![\w.]|/\d)",
-    re.I)
-_STARTS_SERVER = re.compile(
-    r"\b(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:dev|start|serve|preview)\b|\bpython3?\s+-m\s+http\.server\b|\buvicorn\b|\bgunicorn\b"
-    r"|\bflask\s+run\b|\brails\s+s(?:erver)?\b|\bphp\s+-S\b|\bdocker(?:\s+compose|-compose)?\s+(?:run|up)\b|--port\b"
-    r"|\bollama\s+serve\b|\bjupyter\b|\bstreamlit\s+run\b|\bnext\s+dev\b|\bvite\b|\bhugo\s+server\b|\bhttp-server\b"
-    r"|\bnpx\s+serve\b|\bnode\s+[\w./-]*server\b|\bmanage\.py\s+runserver\b|\blisten\(\s*\d+"
-    # the skill's own program in server mode: `python run.py --serve`, `./tool serve --port`
-    r"|\b(?:python3?|node|uv\s+run|\./)\s*[\w./-]+\.(?:py|js|mjs|ts)\s+(?:--)?serve\b"
-    # a library that starts its own local service: Dask's cluster dashboard, Ray, Gradio and Flask apps
-    r"|\bLocalCluster\(|\bdashboard_address\b|\bdiagnostics_port\b|\bray\.init\(|\.launch\(|\bapp\.run\("
-    # the skill tells the user to run the service itself: "Run Flux locally (see its repo)"
-    r"|\brun\s+(?:the\s+|your\s+own\s+)?(?:[\w.-]+\s+){0,2}?(?:server\s+|service\s+|instance\s+)?locally\b",
-    re.I,
-)
-_PROXY_OPTION = re.compile(r"\bproxy\b", re.I)
-# A loopback URL on a line about an OAuth redirect or callback ("Redirect URI: http://localhost:3000/callback"):
-# a sign-in, reported as such rather than as a private host.
-_OAUTH_REDIRECT = re.compile(r"redirect|callback|oauth", re.I)
 # Account wording is found from the noun backwards: a regex that starts at every "need"/"requires"
 # and looks ahead over a few words is several times slower on long bodies.
 _ACCOUNT_WORDS = tuple(
@@ -316,38 +285,10 @@ def requirements(skill: ParsedSkill) -> skill_requirements.Requirements:
 def private_findings(skill: ParsedSkill, docs: list[SkillDoc], programs: list[SkillDoc], out: list[Finding]) -> None:
     """Append the PRIVATE findings of a skill whose SKILL.md `docs` are (frontmatter, body) and whose
     programs are `programs` (`program_docs`)."""
-    body = docs[1].text
     for req in _secret_requirements(skill, docs).required:
         out.append(Finding(PRIVATE, req.reason, req.evidence, req.line, req.path))
-    starts_server = None
+    skill_private_hosts.host_findings(skill, docs, out)
     own = _own_commands(skill)
-    for doc in docs:
-        if not doc.text or "://" not in doc.text:
-            continue
-        for m in _PRIVATE_HOST.finditer(doc.text):
-            host = m.group("host")
-            if _LOOPBACK.match(host):
-                if _OAUTH_REDIRECT.search(line_of(doc, m.start())):
-                    # Not a host to reach (the tool listens there itself) but where a sign-in returns to:
-                    # the skill needs the user's own login and an app registered with the provider.
-                    out.append(Finding(PRIVATE, "signs in through a login redirect to a local port (OAuth)",
-                                       clip(line_of(doc, m.start())), doc.line_no(m.start()), doc.path))
-                    continue
-                if starts_server is None:
-                    starts_server = bool(_STARTS_SERVER.search(body)) or any(
-                        _STARTS_SERVER.search(b.get("code", "")) for b in skill.code_blocks
-                    )
-                if starts_server:
-                    continue  # the skill runs its own local server; a container can do the same
-            if _refused(doc, m.start()):
-                continue  # a URL the skill's own guard must turn away (an SSRF test), not a host it uses
-            if _LOOPBACK.match(host) and _PROXY_OPTION.search(re.sub(r"\S*" + re.escape(m.group(0)) + r"\S*", " ", line_of(doc, m.start()))):
-                continue  # "--proxy: Proxy URL (e.g., http://localhost:7890)": where the user's own proxy would be, if any
-            out.append(Finding(PRIVATE, "uses a private network host", clip(m.group(0)), doc.line_no(m.start()), doc.path))
-    for doc in docs:
-        if (m := next((m for m in _LAN_DEVICE.finditer(doc.text) if not _refused(doc, m.start())), None)):
-            out.append(Finding(PRIVATE, "uses a private network host", clip(line_of(doc, m.start()).strip()),
-                               doc.line_no(m.start()), doc.path))
     for doc in docs:
         _accounts(doc, out, own)
         _accounts_cjk(doc, out, own)
@@ -490,15 +431,6 @@ def _created_by_own_command(doc: SkillDoc, wording: str, line_end: int, own: fro
         first = words[0].lower() if words else ""
         return first in own or bool(_OWN_SCRIPT.match(first))
     return False
-
-
-# Wording around a private URL that says the skill refuses it: "# security tests (should be rejected)",
-# "安全验证测试（应被拒绝）", "blocked as SSRF".
-_REFUSED_HOST = re.compile(r"\bssrf\b|\b(?:should|must)\s+be\s+(?:rejected|refused|blocked|denied)\b|应被拒绝|应拒绝|应拦截", re.I)
-def _refused(doc: SkillDoc, pos: int) -> bool:
-    """The address at `pos` is one the skill says it turns away: its line or the few lines above say so."""
-    line_start, line_end = doc.line_at(pos)
-    return bool(_REFUSED_HOST.search(doc.text[max(0, line_start - 300):line_end]))
 
 
 # The user's own mailbox or chats on their Mac: Mail.app and Messages hold the mail and chat accounts the

@@ -193,9 +193,15 @@ COMPANION_DOCUMENTS = re.compile(r"^(?:readme|install(?:ation)?|setup|configur(?
                                  r"|^\.?env\.(?:example|sample|template|dist)$", re.I)
 _TABLE_ROW = re.compile(r"^\s*\|(.+)\|\s*$")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}")
-_REQUIRED_HEADER = re.compile(r"^\s*(?:required|mandatory|req\.?|needed)\??\s*$", re.I)
-_YES_CELL = re.compile(r"^\s*(?:\*\*)?(?:yes|y|required|mandatory|true|x|✓|✔|✔️|✅)(?:\*\*)?\s*$", re.I)
-_NO_CELL = re.compile(r"^\s*(?:\*\*)?(?:no|n|optional|false|-|—|✗|❌)(?:\*\*)?\s*(?:\(.*\))?\s*$", re.I)
+# The Required column as registries write it, translated ones included: "是否必需", "必填", "必須",
+# "필수", "Obligatorio", "Obrigatório", "Erforderlich", "Обязательный".
+_REQUIRED_HEADER = re.compile(
+    r"^\s*(?:required|mandatory|req\.?|needed|(?:是否)?(?:必需|必须|必填|必要)|必須|필수(?:\s*여부)?|obligatori[oa]|requerid[oa]"
+    r"|obrigatóri[oa]|erforderlich|pflicht(?:feld)?|requis|obligatoire|обязательн\w*)\??\s*$", re.I)
+_YES_CELL = re.compile(r"^\s*(?:\*\*)?(?:yes|y|required|mandatory|true|x|✓|✔|✔️|✅|是|必需|必须|必填|必須|はい|예|필수|s[ií]|sim|ja|oui|да)"
+                       r"(?:\*\*)?\s*$", re.I)
+_NO_CELL = re.compile(r"^\s*(?:\*\*)?(?:no|n|optional|false|-|—|✗|❌|否|可选|选填|非必需|任意|いいえ|아니오|선택|não|nein|non|нет)"
+                      r"(?:\*\*)?\s*(?:[(（].*[)）])?\s*$", re.I)
 _NAME = re.compile(r"[A-Z][A-Z0-9_]{2,}")
 _EVIDENCE_CHARS = 120
 
@@ -262,7 +268,8 @@ def prose_requirements(body: str, *, path: str, first_line: int) -> list[Require
             cells = row.group(1).split("|")
             if _TABLE_RULE.match(line):
                 continue
-            header = [j for j, c in enumerate(cells) if _REQUIRED_HEADER.match(c.strip("*` "))]
+            # a header only opens a table: under one, a cell may read like it ("必填" says yes to "必填")
+            header = [j for j, c in enumerate(cells) if _REQUIRED_HEADER.match(c.strip("*` "))] if required_column < 0 else []
             if header:
                 required_column = header[0]
                 continue
@@ -326,8 +333,12 @@ def _listed_requirements(lead: str, following: list[str], path: str, first_line:
             break
         if _CONDITION.search(item):
             continue  # "`NOMAD_TOKEN` if ACLs are enabled": needed in some setups, which the item names
-        for name in dict.fromkeys(re.findall(r"`\$?([A-Z][A-Z0-9_]{2,})`", item)):
+        names = list(dict.fromkeys(re.findall(r"`\$?([A-Z][A-Z0-9_]{2,})`", item)))
+        for name in names:
             out.append(Requirement(name, f"requires secret {name}", _clip(item), path, first_line + j, "prose"))
+        # an item naming the key but no variable: "- **Bankr API key** configured at `~/.../config.json`"
+        if not names and _KEY_NOUN_ANY.search(item.replace("**", "")) and not OPTIONAL.search(item):
+            out.append(Requirement("API key", "requires an API key (stated in prose)", _clip(item), path, first_line + j, "prose"))
     return out
 
 
@@ -337,8 +348,10 @@ _INTL_HINT = re.compile(r"necesit|requiere|obligat|debes|precisa|nécessite|deve
                         r"|clave|chave|clé|Schlüssel|obt[eé]n|obtenez|créez|obtenha|crie|erstell|besorg", re.I)
 
 
-# "生成密钥" (generate a key) followed by `ssh-key-setup.sh gen`: a key the skill makes itself, not one to be given
-_LOCAL_KEY = re.compile(r"\bssh\b|ssh-key|keygen|\bgpg\b|\bpgp\b", re.I)
+# "生成密钥" (generate a key) followed by `ssh-key-setup.sh gen`, or "使用Ed25519算法生成身份密钥" (an identity key
+# made with Ed25519): a key the skill makes itself, not one to be given
+_LOCAL_KEY = re.compile(r"\bssh\b|ssh-key|keygen|\bgpg\b|\bpgp\b|(?<![A-Za-z0-9])(?:ed25519|x25519|secp256k1|curve25519)(?![A-Za-z0-9])"
+                        r"|密钥对|鍵ペア", re.I)
 
 
 def _intl_requirements(line: str, path: str, line_no: int, *, after: str = "") -> list[Requirement]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from facet_site.lib.skill_findings import string_block_head, words_of
 from facet_site.lib.skill_safety_rules import Rule, RuleSet
 
 __all__ = ["example_reason", "in_code_span"]
@@ -24,6 +25,12 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
             return "quoted string in a test file"
         if idx > 0 and _TEST_ANNOTATION.match(doc.line_text(idx - 1)):
             return "test case of a detection rule (a `ruleid:` annotation above it)"
+        # a phrase inside a string that spans lines, named as an example where it opens:
+        # `// Example 2: content with injection attempts` over `const maliciousContent = \``
+        if rule.kind == "text" and start is not None:
+            label = _label(rs.example_labels, string_block_head(doc.path, doc.text, start))
+            if label:
+                return f"in a program's string named as {label!r}"
         # A detector's usage text shows the phrase as what it is given: `node detect.js --text "Ignore all
         # previous instructions"` in a comment or help string, labelled as an example or a detection. A
         # string the program prints or sends has no option before it, so it is still counted.
@@ -39,7 +46,7 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
         # string of such a line; any rule's match in a regular expression literal).
         if a >= 0 and (_regex_alternative(line, a, b) or _in_regex_literal(line, a, b)
                        or (rule.kind == "text" and _quoted(line, a, b))):
-            label = _label(rs.detector_labels, [_words_of(t) for t in [line, *_list_heads(doc, idx)]])
+            label = _label(rs.detector_labels, [words_of(t) for t in [line, *_list_heads(doc, idx)]])
             if label:
                 return f"alternative of a regular expression in a scanner's list (named {label.lower()!r})"
             # ... or compiled as a pattern on its own line (`re.compile(r"\.ssh/id_|dump-keychain")`): the
@@ -192,11 +199,6 @@ def _list_heads(doc, idx: int, reach: int = 40) -> list[str]:
         if text and not text[0].isspace() and not text.lstrip().startswith(("#", "//", ")", "]", "}")):
             return []  # a statement at the left margin: line idx is not inside a list opened above it
     return []
-
-
-def _words_of(code: str) -> str:
-    """Identifiers read as words: DANGEROUS_PATTERNS and dangerousPatterns -> dangerous patterns."""
-    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", code).replace("_", " ")
 
 
 def _bold(line: str, a: int, b: int) -> bool:

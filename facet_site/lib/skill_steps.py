@@ -66,8 +66,22 @@ def _command_or_path(span: str) -> bool:
     return len(span) >= 2 and (bool(_SPAN_COMMAND.search(span)) or span.lower() in TOOLS)
 
 
+# A variable's name in backticks (`SKILL_ID`, `$OPENAI_API_KEY`) is a setting, not a command to run.
+_SETTING = re.compile(r"\$?\{?[A-Z][A-Z0-9_]*\}?")
+# A link to another document or a web page ("完整文档：[README.md](README.md)"): where to read, not a step.
+_DOC_LINK = re.compile(r"\[[^\]\n]*\]\((?:https?://[^)\s]*|[^)\s]*\.(?:md|markdown|html?))\)", re.I)
+# A heading over what the skill offers rather than what to do: its features, what is new.
+_ABOUT_HEADING = re.compile(
+    r"^\s{0,3}#{1,6}\s+(?:\W\s*)?(?:(?:key\s+|main\s+|core\s+)?features?|capabilities|highlights|what\s+(?:it|this\s+skill)\s+does"
+    r"|what'?s\s+new\b|changelog|release\s+notes|(?:主要|核心)?功能(?:特性|特点|介绍|亮点)?|特性|特点|機能|特徴|características"
+    r"|funcionalidades|fonctionnalités|funktionen|возможности)\b[^\n]*$", re.I)
+_HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s")
+
+
 def _concrete(text: str) -> bool:
-    if any(_command_or_path(m.group(1).strip()) for m in _CODE_SPAN.finditer(text)):
+    text = _DOC_LINK.sub(" ", text)
+    if any(_command_or_path(span) and not _SETTING.fullmatch(span)
+           for span in (m.group(1).strip() for m in _CODE_SPAN.finditer(text))):
         return True
     if _FILE.search(text) or _PATH.search(text) or _FORMAT.search(text):
         return True
@@ -78,15 +92,18 @@ def _concrete(text: str) -> bool:
 def concrete_steps(body: str) -> list[tuple[int, str]]:
     """(0-based line index, text) of the list items outside fences that name something concrete."""
     out = []
-    in_fence = False
+    in_fence = about = False
     for i, line in enumerate((body or "").split("\n")):
         if _FENCE.match(line):
             in_fence = not in_fence
             continue
         if in_fence:
             continue
+        if _HEADING_LINE.match(line):
+            about = bool(_ABOUT_HEADING.match(line))
+            continue
         m = _STEP.match(line)
-        if m and _concrete(m.group("text")):
+        if m and not about and _concrete(m.group("text")):
             out.append((i, m.group("text").strip()))
     return out
 

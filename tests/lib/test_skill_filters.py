@@ -280,6 +280,47 @@ def test_persona_and_chat_advice_are_not_actionable(tmp_path, body):
     assert [f.kind for f in evaluate(skill)] == [NON_ACTIONABLE]
 
 
+CHAT_VOCABULARY = ("## Core symbols\n\n| Symbol | Meaning |\n|---|---|\n| `~` | I |\n| `^` | want |\n\n"
+                   "## Talking\n\nGreet other agents with `~ ^ talk`.\n")
+
+
+@pytest.mark.parametrize("install", [
+    "```bash\nnpm install glyphtalk\n```\n",
+    "```bash\nclawhub install glyphtalk\n```\n",
+    "```bash\nmkdir -p ~/.moltbot/skills/glyphtalk\n"
+    "curl -sL https://raw.example/glyphtalk/main/SKILL.md > ~/.moltbot/skills/glyphtalk/SKILL.md\n```\n",
+])
+def test_a_block_that_only_installs_the_skill_itself_is_no_procedure(tmp_path, install):
+    # a real later ClawHub upload: a vocabulary for agents' chat whose only code installed the skill
+    front = "---\nname: glyphtalk\ndescription: A symbolic language for agents.\n---\n"
+    skill = skill_from(tmp_path, f"# Glyphtalk\n\n## Install\n\n{install}\n{CHAT_VOCABULARY}", front=front)
+    assert [f.kind for f in evaluate(skill)] == [NON_ACTIONABLE]
+    # look-alike: the same install followed by a command the skill is about
+    encode = bash("glyphtalk encode 'hello' > hello.glyph")
+    skill = skill_from(tmp_path, f"## Install\n\n{install}\n{encode}", front=front, name="t2")
+    assert of_kind(evaluate(skill), NON_ACTIONABLE) == []
+    # look-alike: installing another package is a step of the procedure
+    skill = skill_from(tmp_path, f"{CHAT_VOCABULARY}\n{bash('npm install csv-parse')}", front=front, name="t3")
+    assert of_kind(evaluate(skill), NON_ACTIONABLE) == []
+
+
+@pytest.mark.parametrize("body", [
+    # feature bullets under a heading about what the skill offers (a real upload's "What it does" and "What's new")
+    "## What it does\n\n- Supports passive monitoring via heartbeats or cron\n- Exports matches as JSON\n\n"
+    "## Usage\n\nTell your agent what you want.\n",
+    "## 主要功能\n\n1. **产量预测**：输出JSON报告\n2. **多作物支持**：支持CSV导入\n",
+    # settings and links to documents are not steps (a machine-translated upload whose code blocks were lost)
+    "## 配置\n\n- API密钥：通过`SKILL_BILLING_API_KEY`环境变量设置\n- 技能ID：通过`SKILL_ID`环境变量设置\n\n"
+    "## 文档\n\n- 完整文档：[README.md](README.md)\n- 计费详情：[references/billing.md](references/billing.md)\n",
+])
+def test_feature_lists_settings_and_document_links_are_not_steps(tmp_path, body):
+    skill = skill_from(tmp_path, body)
+    assert [f.kind for f in evaluate(skill)] == [NON_ACTIONABLE]
+    # look-alike: the same items as steps of a procedure
+    steps = "## Steps\n\n1. Export the matches as JSON.\n2. Load them with `jq '.[] | .id'` and write ids.csv.\n"
+    assert of_kind(evaluate(skill_from(tmp_path, body + steps, name="t2")), NON_ACTIONABLE) == []
+
+
 # --------------------------------------------------------------------------------------------
 # Sample corpus
 # --------------------------------------------------------------------------------------------
