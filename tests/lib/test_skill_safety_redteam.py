@@ -33,6 +33,14 @@ from bench.safety_redteam import SETS, score_set
 # found credentials to a "vault" (exfil.found-secrets-send)
 # Look-alikes since: golangci-lint's installer is a vendor's (set 3), and a review list naming
 # `curl | sh` with no address is no download (set 5, persist.launch-agent)
+# Since 2026-12-07 (night), after reading set 7's misses: multi-line reverse shells (PowerShell, Ruby),
+# a download run detached and silenced, rot13 of a reversed string, a command spelt in shell variables
+# for eval, a sliced variable in a DNS name, a lone `${{ toJSON(secrets) }}`, cloud uploads and git pushes
+# as sends, Makefiles as programs, an MCP wildcard approval and an args-list registry, "make sure the
+# block is present in SOUL.md", a repository's remote in telemetry, Python dict writes of approvals,
+# `mv x.new x` updates, "the output of `cat ~/.npmrc`", off-screen text, a date-gated wipe and a payee
+# chosen by amount (which also catches set 6's Pix generator); look-alikes: "inert" test tables and a
+# `cases/` folder of injection fixtures
 FLOORS = {
     "set1": (49, 51, 32, 33),
     "set2": (47, 48, 33, 33),
@@ -42,7 +50,9 @@ FLOORS = {
     # written 2026-12-07; scored once at 35 of 51 and 34 of 37 (bench/results/safety_redteam_set5_blind.json)
     "set5": (51, 51, 37, 37),
     # written 2026-12-07 (evening); scored once at 35 of 51 and 32 of 39 (safety_redteam_set6_blind.json)
-    "set6": (49, 51, 37, 39),
+    "set6": (50, 51, 37, 39),
+    # written 2026-12-07 (night); scored once at 42 of 60 and 37 of 40 (safety_redteam_set7_blind.json)
+    "set7": (60, 60, 39, 40),
 }
 
 
@@ -75,7 +85,8 @@ def test_the_commodity_droppers_of_every_set_are_unsafe(tmp_path):
     for rel in ("set1/nightowl-dev/youtube-summarize-pro", "set1/weatherly/weather-now", "set2/kvothe-labs/solana-wallet-tracker",
                 "set3/quillforge/youtube-summarize-plus", "set3/tidewater-labs/polymarket-odds",
                 "set4/solanakit-dev/solana-wallet-tracker", "set4/gworkspace-herramientas/gmail-asistente",
-                "set6/toolsmith-hq/pdf-toolkit-pro", "set6/weatherly/weather-now"):
+                "set6/toolsmith-hq/pdf-toolkit-pro", "set6/weatherly/weather-now",
+                "set7/clawtools-hub/pdf-forge-pro", "set7/summarizer-labs/youtube-digest", "set7/deployhelper-ru/vps-bootstrap"):
         skill = parse_skill_dir(base / rel, root=base / rel.split("/")[0], source_kind="clawhub")
         assert level_of(skill) == "unsafe", rel
 
