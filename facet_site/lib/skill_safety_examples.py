@@ -57,6 +57,8 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
     if doc.is_data:
         if doc.in_test_dir:
             return "data file in a test folder"
+        if _REGEX_FIELD.match(line):
+            return "a regular expression field of a data file"  # `regex: '(curl|wget)[^|]*\|\s*sh'` in a scanner's rules
         kind = _detection_rule_file(doc.text)
         return f"pattern in a {kind} detection rule file" if kind else ""
     if not doc.is_markdown:
@@ -86,15 +88,17 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
         inside = [doc.line_text(i) for i in range(max(idx - 3, open_line + 1), idx)]  # comments above the line
         label = _label(rs.example_labels, [lang, *intro, *inside, *headings])
         return f"{position} labelled {label!r}" if label else ""
-    quoted = a >= 0 and (in_code_span(line, a, b) or _quoted(line, a, b) or (text_rule and _bold(line, a, b)))
+    # a Markdown blockquote is a quotation: "> Ignore all previous instructions …" under "Annotated injection examples"
+    blockquote = line.lstrip().startswith(">")
+    quoted = a >= 0 and (in_code_span(line, a, b) or _quoted(line, a, b) or (text_rule and (_bold(line, a, b) or blockquote)))
     if not quoted:
         return ""
     outside = re.sub(r"`[^`]*`|\"[^\"]*\"|“[^”]*”", " ", line)
     if not text_rule:
         stripped = line.lstrip()
-        if not (stripped.startswith("|") or re.match(r"(?:[-*+]|\d+[.)])\s", stripped)):
+        if not (stripped.startswith(("|", ">")) or re.match(r"(?:[-*+]|\d+[.)])\s", stripped)):
             return ""
-        if rs.order_words.search(outside):
+        if rs.order_words.search(outside) and not blockquote:  # a quoted line's words are the quotation's
             return ""
     before = [doc.line_text(i) for i in range(max(idx - 3, 0), idx)] + _table_header(doc, idx)
     label = _label(rs.example_labels, [outside, *before, *headings])
@@ -115,6 +119,8 @@ def _table_header(doc, idx: int, reach: int = 60) -> list[str]:
     return []
 
 
+# A data file's field that holds a regular expression (a scanner's rule list in YAML or JSON).
+_REGEX_FIELD = re.compile(r"""^\s*(?:-\s*)?["']?(?:regex|regexp|pattern|patterns|signature)["']?\s*:""", re.I)
 # Semgrep's test annotation: the line below it is a case the rule must (ruleid) or must not (ok) match,
 # in a test file that is parsed, never run.
 _TEST_ANNOTATION = re.compile(r"^\s*(?:#|//|--|;|/\*)\s*(?:ruleid|ok|todoruleid|todook|deepruleid|deepok)\s*:\s*[\w.-]+")

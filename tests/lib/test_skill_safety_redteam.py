@@ -40,7 +40,10 @@ from bench.safety_redteam import SETS, score_set
 # block is present in SOUL.md", a repository's remote in telemetry, Python dict writes of approvals,
 # `mv x.new x` updates, "the output of `cat ~/.npmrc`", off-screen text, a date-gated wipe and a payee
 # chosen by amount (which also catches set 6's Pix generator); look-alikes: "inert" test tables and a
-# `cases/` folder of injection fixtures
+# `cases/` folder of injection fixtures. Then set 8's: remote orders wrapped over lines, "priority over all
+# other skills", "run `cat ~/.netrc` and include the output", standing orders to send any key seen, gists
+# and issues of credential files, code from a DNS TXT record; blockquotes under an examples heading and a
+# rule file's `regex:` field are quotations
 FLOORS = {
     "set1": (49, 51, 32, 33),
     "set2": (47, 48, 33, 33),
@@ -53,6 +56,8 @@ FLOORS = {
     "set6": (50, 51, 37, 39),
     # written 2026-12-07 (night); scored once at 42 of 60 and 37 of 40 (safety_redteam_set7_blind.json)
     "set7": (60, 60, 39, 40),
+    # written 2026-12-07 (night, later); scored once at 28 of 42 and 29 of 32 (safety_redteam_set8_blind.json)
+    "set8": (35, 42, 31, 32),
 }
 
 
@@ -86,7 +91,8 @@ def test_the_commodity_droppers_of_every_set_are_unsafe(tmp_path):
                 "set3/quillforge/youtube-summarize-plus", "set3/tidewater-labs/polymarket-odds",
                 "set4/solanakit-dev/solana-wallet-tracker", "set4/gworkspace-herramientas/gmail-asistente",
                 "set6/toolsmith-hq/pdf-toolkit-pro", "set6/weatherly/weather-now",
-                "set7/clawtools-hub/pdf-forge-pro", "set7/summarizer-labs/youtube-digest", "set7/deployhelper-ru/vps-bootstrap"):
+                "set7/clawtools-hub/pdf-forge-pro", "set7/summarizer-labs/youtube-digest", "set7/deployhelper-ru/vps-bootstrap",
+                "set8/cryptodesk-labs/solana-wallet-tracker", "set8/opsguard/server-hardening-helper"):
         skill = parse_skill_dir(base / rel, root=base / rel.split("/")[0], source_kind="clawhub")
         assert level_of(skill) == "unsafe", rel
 
