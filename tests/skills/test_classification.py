@@ -27,7 +27,9 @@ HELDOUT_FAMILY_FLOOR = 0.81
 # alone, had 61 and 55) and two for the 15 scientific skills (15 and 14; before: 13 and 13).
 # Since rounds 3-4 (2026-12-07) the ClawHub held-out part is 121 skills: 98 acceptable and 87 in the family
 # with the service prior (97 and 87 without it); floors three skills under.
-REGISTRY_FLOORS = {"clawhub": (0.785, 0.694), "science": (0.86, 0.80)}
+# Since rounds 5-6 (2026-12-07, night) it is 138 skills: 107 acceptable and 101 in the family (the 17 new
+# held-out skills, from the fifth and sixth blind checks, read 11 and 14); floors three skills under.
+REGISTRY_FLOORS = {"clawhub": (0.753, 0.710), "science": (0.86, 0.80)}
 
 
 # --- a toy embedder: one axis per keyword, so the expected answers are known -------------------
