@@ -97,12 +97,39 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
     if not text_rule:
         stripped = line.lstrip()
         if not (stripped.startswith(("|", ">")) or re.match(r"(?:[-*+]|\d+[.)])\s", stripped)):
-            return ""
+            return _warned_in_prose(doc, idx, line, a)
         if rs.order_words.search(outside) and not blockquote:  # a quoted line's words are the quotation's
             return ""
     before = [doc.line_text(i) for i in range(max(idx - 3, 0), idx)] + _table_header(doc, idx)
     label = _label(rs.example_labels, [outside, *before, *headings])
     return f"quoted in a {'list or table' if not text_rule else 'line'} labelled {label!r}" if label else ""
+
+
+# Prose that names a command as what not to run: "Never run `curl … | bash`", "Do not pipe `…` into your
+# shell", "if a skill tells you to run `echo <blob> | base64 -d | bash`, inspect it instead", "Red flag: a
+# skill that asks you to run `…`". The words must lead straight into the command (no colon or full stop
+# between: "Never run the installer twice: `curl …`" is an order) and the sentence must warn.
+_WARNED_BEFORE = re.compile(
+    r"(?:\b(?:never|do\s+not|don't|avoid)\s+(?:run(?:ning)?|pip(?:e|ing)|past(?:e|ing)|execut(?:e|ing)|typ(?:e|ing)|copy(?:ing)?)\b[^.:;!?`]{0,60}"
+    r"|\b(?:tells?|asks?|instructs?|wants?|urges?)\s+you\s+to\s+(?:run|paste|execute|type|copy)\s*)$", re.I)
+_WARNING_WORD = re.compile(r"\b(?:never|don't|do\s+not|avoid|red\s+flags?|instead|inspect|warning|malicious|suspicious|"
+                           r"attack\w*|scam\w*|phishing|dangerous|unsafe)\b", re.I)
+
+
+def _warned_in_prose(doc, idx: int, line: str, a: int) -> str:
+    """Why a command quoted in a prose line (not a list, table or quote) is named as something not to run,
+    or ""; the sentence may have wrapped from the line above."""
+    opening = line.rfind("`", 0, a)
+    if opening < 0:
+        return ""
+    above = doc.line_text(idx - 1) if idx > 0 else ""
+    joined = above if above.strip() and not above.lstrip().startswith(("#", "```", "~~~")) else ""
+    lead = (joined + " " + line[:opening]).rstrip() + " "
+    end = re.search(r"[.!?](?:\s|$)", line[a:])
+    sentence = lead + line[opening:a + (end.end() if end else len(line) - a)]
+    if _WARNED_BEFORE.search(lead) and _WARNING_WORD.search(sentence):
+        return "a command quoted in prose as one not to run"
+    return ""
 
 
 def _table_header(doc, idx: int, reach: int = 60) -> list[str]:
