@@ -33,9 +33,9 @@ _BUYS = re.compile(r"\bmake\s+(?:\w+\s+){0,2}?(?:micro)?payments?|\bfund\s|\byou
 _MONEY_RAIL = re.compile(r"(?<![A-Za-z0-9])(?:x402|usdc|stablecoins?|sats)(?![A-Za-z0-9])|\b402\s+payment|\bwallet|\blightning\b"
                          r"|钱包|稳定币", re.I)
 # Billed per call by the skill itself, with or without a wallet named: "every API call billed via SkillPay
-# (0.001 USDT / call)", "$0.002 per request", "每次调用消耗1个令牌，约0.001美元", "按使用次数计费"; a price in money, not in a model's
-# tokens. A free trial
-# still ends in paying, so it does not count as a free way.
+# (0.001 USDT / call)", "$0.002 per request", "每次调用消耗1个令牌，约0.001美元", "按使用次数计费". The price must
+# be money, not a model's tokens ("~180 tokens per call"). A free trial still ends in paying, so it is no
+# free way.
 _BILLED_PER_CALL = re.compile(
     r"\bbill(?:ed|s|ing)?\s+(?:\w+\s+){0,3}?(?:per|for\s+each|on\s+each)\s+(?:api\s+)?(?:call|request|query|use|run)\b"
     r"|\b(?:every|each)\s+(?:api\s+)?(?:call|request|query)\s+(?:is\s+)?(?:billed|charged|costs?)\b"
@@ -78,10 +78,11 @@ def _payments(docs: list[SkillDoc], out: list[Finding]) -> None:
     a wallet is said to be optional or some tools are free; the first such line."""
     if any(_FREE_OF_PAYMENT.search(doc.text) or skill_requirements.FREE_TIER.search(doc.text) for doc in docs):
         return
-    pays = _PAYS if any(_MONEY_RAIL.search(doc.text) for doc in docs) else None
+    patterns = [(_BILLED_PER_CALL, "pays per call (billed for each call)")]
+    if any(_MONEY_RAIL.search(doc.text) for doc in docs):  # paying wording counts beside a payment rail only
+        patterns.append((_PAYS, "pays per call from a funded wallet"))
     for doc in docs:
-        found = [(m, reason) for p, reason in ((pays, "pays per call from a funded wallet"), (_BILLED_PER_CALL, "pays per call (billed for each call)"))
-                 if p for m in p.finditer(doc.text)]
+        found = [(m, reason) for pattern, reason in patterns for m in pattern.finditer(doc.text)]
         for m, reason in sorted(found, key=lambda f: f[0].start()):
             line = line_of(doc, m.start())
             if skill_requirements.hedged(doc.text, m.start()) or (_SELLS.search(line) and not _BUYS.search(line)):

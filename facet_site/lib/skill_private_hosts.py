@@ -56,11 +56,11 @@ _PROXY_OPTION = re.compile(r"\bproxy\b", re.I)
 # A loopback URL on a line about an OAuth redirect or callback ("Redirect URI: http://localhost:3000/callback"):
 # a sign-in, reported as such rather than as a private host.
 _OAUTH_REDIRECT = re.compile(r"redirect|callback|oauth", re.I)
-
-
 # Wording around a private URL that says the skill refuses it: "# security tests (should be rejected)",
 # "安全验证测试（应被拒绝）", "blocked as SSRF".
 _REFUSED_HOST = re.compile(r"\bssrf\b|\b(?:should|must)\s+be\s+(?:rejected|refused|blocked|denied)\b|应被拒绝|应拒绝|应拦截", re.I)
+
+
 def _refused(doc: SkillDoc, pos: int) -> bool:
     """The address at `pos` is one the skill says it turns away: its line or the few lines above say so."""
     line_start, line_end = doc.line_at(pos)
