@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 from facet_site.lib import skill_private, skill_steps
 from facet_site.lib.skill_findings import (
-    KINDS, NON_ACTIONABLE, PRIVATE, UNREADABLE, UNSAFE, Finding, SkillDoc, cautioned, clip, is_program, program_docs,
-    skill_md_docs,
+    KINDS, NON_ACTIONABLE, PRIVATE, UNREADABLE, UNSAFE, Finding, SkillDoc, cautioned, clip, is_program, own_names,
+    program_docs, skill_md_docs,
 )
 from facet_site.lib.skill_private import requirements
 from facet_site.lib.skillformat import ParsedSkill, markdown
@@ -226,7 +226,7 @@ def _actionable(skill: ParsedSkill) -> bool:
     if any(is_program(f.path, f.text) for f in skill.files):
         return True
     known = _COMMON_CLIS | set(skill.tools)
-    own = {n.strip().lower() for n in (skill.name, skill.slug) if n and n.strip()}
+    own = own_names(skill)
     if any(_runnable(block, known) and not _installs_itself(block, own) for block in skill.code_blocks):
         return True
     for m in _INLINE_CODE.finditer(skill.body):
@@ -268,7 +268,7 @@ _INSTALL_LINE = re.compile(
 _SKILLS_FOLDER = re.compile(r"[/\\]skills[/\\]|\bSKILL\.md\b")
 
 
-def _installs_itself(block: dict, own: set[str]) -> bool:
+def _installs_itself(block: dict, own: frozenset[str]) -> bool:
     """A block whose every command installs this skill (`npm install moltlang`, `clawhub install moltlang`, a
     `curl` of its SKILL.md into ~/.moltbot/skills/): getting the skill is not a procedure it teaches."""
     lines = [ln.strip() for ln in block.get("code", "").split("\n") if ln.strip() and not ln.strip().startswith("#")]

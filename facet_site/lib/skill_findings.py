@@ -15,6 +15,7 @@ import bisect
 import re
 from dataclasses import dataclass
 
+from facet_site.lib.skill_safety_rules import load_rules
 from facet_site.lib.skillformat import ParsedSkill
 
 UNREADABLE = "unreadable"
@@ -46,7 +47,6 @@ _CAUTION = re.compile(
     re.I,
 )
 # Names of a string that is shown, not used: a demo's sample input.
-_SHOWN = re.compile(r"\b(?:examples?|samples?|demo\w*|tests?|fixtures?|simulat\w*)\b", re.I)
 _GREPPING = re.compile(r"\b(?:grep|egrep|rg|ripgrep|re\.compile|re\.search|regex|RegExp|semgrep|yara)\b")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*)$", re.M)
 _FENCE = re.compile(r"^\s{0,3}(?:```|~~~)", re.M)
@@ -134,8 +134,11 @@ def cautioned(doc: SkillDoc, start: int, end: int) -> bool:
     line = doc.text[line_start:line_end]
     if caution(line) or _GREPPING.search(line):
         return True
-    if not doc.markdown and any(caution(t) or _SHOWN.search(t) for t in string_block_head(doc.path, doc.text, start)):
-        return True  # a program's string named as an attack or an example: `const maliciousContent = \``
+    if not doc.markdown and any(caution(t) or load_rules().example_labels.search(t)
+                                for t in string_block_head(doc.path, doc.text, start)):
+        # A program's string named as an attack or an example (`const maliciousContent = \``), by the same
+        # example labels the safety scan reads (safety_rules.toml, [context]).
+        return True
     if start > line_start and doc.text[start - 1] in "\"'“‘":
         return True  # quoted, as in a list of signatures or an incident report
     # The two lines before (a fence line does not count: prose introduces the block above it).
@@ -178,6 +181,16 @@ def program_docs(skill: ParsedSkill) -> list[SkillDoc]:
 _TEMPLATE_QUOTE = re.compile(r"(?<!\\)`")
 _TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
 _COMMENT_LINE = re.compile(r"^\s*(?://|#|/\*|\*)")
+
+
+def own_names(skill: ParsedSkill, *, binaries: bool = False) -> frozenset[str]:
+    """The names that are the skill's own, lower-cased: its name and slug, and with `binaries` the
+    commands it declares. Installing or running one of them is the skill using itself (the filters'
+    install-only blocks, the private verdicts' accounts made by the skill's own command)."""
+    names = [skill.name or "", skill.slug or ""]
+    if binaries:
+        names += [*skill.required_bins, *skill.any_bins]
+    return frozenset(n.strip().lower() for n in names if n and n.strip())
 
 
 def words_of(code: str) -> str:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 
 from facet_site.lib import skill_declared_env, skill_payments, skill_private_hosts, skill_requirements
-from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, is_program, line_of, skill_md_docs
+from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, is_program, line_of, own_names, skill_md_docs
 from facet_site.lib.skill_requirements import Requirement
 from facet_site.lib.skillformat import ParsedSkill
 
@@ -288,7 +288,7 @@ def private_findings(skill: ParsedSkill, docs: list[SkillDoc], programs: list[Sk
     for req in _secret_requirements(skill, docs).required:
         out.append(Finding(PRIVATE, req.reason, req.evidence, req.line, req.path))
     skill_private_hosts.host_findings(skill, docs, out)
-    own = _own_commands(skill)
+    own = own_names(skill, binaries=True)
     for doc in docs:
         _accounts(doc, out, own)
         _accounts_cjk(doc, out, own)
@@ -388,7 +388,7 @@ def _under_needs_lead_in(doc: SkillDoc, line_start: int) -> bool:
 
 def _accounts_cjk(doc: SkillDoc, out: list[Finding], own: frozenset[str] = frozenset()) -> None:
     """Chinese and Japanese account dependence ("使用前需要登录", "アカウントが必要です", "扫码登录",
-    "完成账号配对"); the first one found. `own` names the skill's own commands (`_own_commands`)."""
+    "完成账号配对"); the first one found. `own` names the skill's own commands (`own_names`)."""
     if doc.text.isascii():
         return
     for m in _CJK_ACCOUNT.finditer(doc.text):
@@ -400,12 +400,6 @@ def _accounts_cjk(doc: SkillDoc, out: list[Finding], own: frozenset[str] = froze
             continue
         out.append(Finding(PRIVATE, "requires an account or login", clip(m.group(0)), doc.line_no(m.start()), doc.path))
         return
-
-
-def _own_commands(skill: ParsedSkill) -> frozenset[str]:
-    """The commands that are the skill's own: its declared binaries, its name and its slug."""
-    names = [*skill.required_bins, *skill.any_bins, skill.name or "", skill.slug or ""]
-    return frozenset(n.strip().lower() for n in names if n and n.strip())
 
 
 def _created_by_own_command(doc: SkillDoc, wording: str, line_end: int, own: frozenset[str]) -> bool:

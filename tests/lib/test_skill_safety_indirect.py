@@ -197,6 +197,19 @@ def test_an_injection_phrase_in_a_detectors_multiline_demo_string_named_as_an_at
     assert of_kind(evaluate(skill_from(tmp_path, "Run `node demo.js`.\n", files={"demo.js": sent}, name="t")), UNSAFE_VERDICT) != []
 
 
+def test_the_filters_and_the_scan_read_a_demo_strings_label_with_one_word_list(tmp_path):
+    # the filters once had their own list of "example" words for a program's multi-line string; a label
+    # the rule file knows (Spanish "ejemplos", "indicators", "known-bad") made the scan call it an example
+    # and left the filters calling the same file unsafe
+    from facet_site.lib.skill_filters import UNSAFE as UNSAFE_VERDICT, evaluate
+    from tests.lib.skill_filter_samples import of_kind, skill_from
+
+    for comment in ("// Ejemplos de contenido", "// known-bad indicators"):
+        demo = DETECTOR_DEMO.replace("// Example 2: content with prompt injection attempts", comment).replace("{name}", "contenido")
+        assert scan({"demo.js": demo}).level == CLEAN, comment
+        assert of_kind(evaluate(skill_from(tmp_path, "Run `node demo.js`.\n", files={"demo.js": demo})), UNSAFE_VERDICT) == [], comment
+
+
 def test_a_blockquote_under_an_examples_heading_and_a_rule_files_regex_field_are_quotations():
     # red-team set 8's injection detector and skill scanner
     examples = ("# Annotated injection examples (for detection only)\n\n## Fake system block\n"
