@@ -1,16 +1,77 @@
-"""What a skill's declared environment variables say it depends on besides secrets, Django-free:
-whose account it works in (`M365_TENANT_ID`, `TESLA_EMAIL`) and where the user's own instance of a
-service runs (`VIKUNJA_URL`, `OKTA_DOMAIN`). Neither is a secret, and a task has neither. Secrets
-are `skill_private`'s and `skill_requirements`' concern; this module is called from there.
+"""What a skill's declared settings say it depends on besides secrets, Django-free: whose account it
+works in (`M365_TENANT_ID`, `TESLA_EMAIL`) and where the user's own instance of a service runs
+(`VIKUNJA_URL`, `OKTA_DOMAIN`). Neither is a secret, and a task has neither. Secrets are
+`skill_private`'s and `skill_requirements`' concern; this module is called from there.
+
+Settings are declared in SKILL.md's frontmatter (environment variables) or in a JSON manifest beside
+it (`skill.json`, `plugin.json`, `openclaw.plugin.json`, `manifest.json`): a `config` object whose
+entries say `"required": true` (and `"secret": true` for a key), or a JSON Schema `configSchema` with
+its `required` list and `uiHints` marking `sensitive` fields. `manifest_settings` reads those; a
+required secret there is a requirement as much as one in `requires.env` (the seventh blind check: a
+family of knowledge-base skills whose `skill.json` requires the user's instance URL and MCP token).
 """
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import dataclass
 
 from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc
 from facet_site.lib.skillformat import ParsedSkill
 
-__all__ = ["dependencies"]
+__all__ = ["dependencies", "manifest_settings", "ManifestSetting", "MANIFEST_NAMES"]
+
+MANIFEST_NAMES = frozenset({"skill.json", "plugin.json", "openclaw.plugin.json", "manifest.json"})
+
+
+@dataclass(frozen=True)
+class ManifestSetting:
+    name: str  # upper-cased as an environment variable would be: api_key -> API_KEY
+    required: bool
+    secret: bool  # the manifest says so (secret, sensitive); the name may say so too (skill_private judges)
+    path: str
+    line: int
+    evidence: str
+
+
+def manifest_settings(skill: ParsedSkill) -> list[ManifestSetting]:
+    """The settings a JSON manifest at the skill's root declares. A manifest that is not valid JSON
+    or not shaped so declares nothing (it is read for these facts only, never rejected here)."""
+    out: list[ManifestSetting] = []
+    for f in skill.files:
+        if "/" in f.path or f.path.lower() not in MANIFEST_NAMES or not f.text:
+            continue
+        try:
+            data = json.loads(f.text)
+        except ValueError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        for key, required, secret in _declared(data):
+            pos = f.text.find(f'"{key}"')
+            line = f.text.count("\n", 0, pos) + 1 if pos >= 0 else 0
+            evidence = f.text[pos:f.text.find("\n", pos)].strip()[:120] if pos >= 0 else key
+            name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).upper().replace("-", "_")
+            out.append(ManifestSetting(name, required, secret, f.path, line, evidence))
+    return out
+
+
+def _declared(data: dict) -> list[tuple[str, bool, bool]]:
+    found = []
+    config = data.get("config")
+    if isinstance(config, dict):
+        for key, spec in config.items():
+            if isinstance(spec, dict):
+                found.append((str(key), spec.get("required") is True,
+                              spec.get("secret") is True or spec.get("sensitive") is True))
+    schema = data.get("configSchema")
+    if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+        required = schema.get("required") if isinstance(schema.get("required"), list) else []
+        hints = data.get("uiHints") if isinstance(data.get("uiHints"), dict) else {}
+        for key in schema["properties"]:
+            hint = hints.get(key) if isinstance(hints.get(key), dict) else {}
+            found.append((str(key), key in required, hint.get("sensitive") is True))
+    return found
 
 # A declared variable that names whose account the skill works in (M365_TENANT_ID, TESLA_EMAIL): a
 # task cannot have that account, though the variable is no secret.
@@ -35,4 +96,7 @@ def dependencies(skill: ParsedSkill, front: SkillDoc) -> list[Finding]:
     for name, reason in found:
         pos = front.text.find(name)
         out.append(Finding(PRIVATE, reason, name, front.line_no(pos) if pos >= 0 else 0, front.path))
+    for setting in manifest_settings(skill):
+        if setting.required and _SERVICE_ADDRESS_NAME.search(setting.name) and not _LOCAL_SERVICE_NAME.match(setting.name):
+            out.append(Finding(PRIVATE, "needs the address of the user's own service", setting.evidence, setting.line, setting.path))
     return out

@@ -168,6 +168,9 @@ _PACKAGE_PAPERS = frozenset({"readme", "changelog", "changes", "history", "licen
 # A block that opens with an HTTP request line ("POST https://api.example.com/v1/chat") is a call as
 # runnable as curl's, written the way API references (and ```http blocks) write it.
 _HTTP_REQUEST_LINE = re.compile(r"(?:GET|POST|PUT|PATCH|DELETE|HEAD)\s+(?:https?://|/)\S")
+# A tool call written as the agent makes it: a snake_case tool name alone or with key=value arguments
+# (`search_knowledge query="FMLA eligibility"`, `get_identity_context`), as MCP skills show their tools.
+_TOOL_CALL_LINE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?:\s+[a-z][a-z0-9_]*=\S.*)?")
 REFERENCE_BLOCKS = 2  # runnable blocks in reference documents that make a skill without others actionable
 _INLINE_CODE = re.compile(r"`([a-z][\w.+-]*)\s+[^`\n]{1,200}`")
 
@@ -256,7 +259,8 @@ def _runnable(block: dict, known: set[str]) -> bool:
         for raw in block.get("code", "").split("\n"):
             line = raw.strip()
             if line:
-                return line.startswith("$ ") or line.split(maxsplit=1)[0] in known or bool(_HTTP_REQUEST_LINE.match(line))
+                return (line.startswith("$ ") or line.split(maxsplit=1)[0] in known or bool(_HTTP_REQUEST_LINE.match(line))
+                        or bool(_TOOL_CALL_LINE.fullmatch(line)))
     return False
 
 

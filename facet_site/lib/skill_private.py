@@ -170,6 +170,11 @@ def _secret_requirements(skill: ParsedSkill, docs: list[SkillDoc]) -> skill_requ
             pos = fm_doc.text.find(name)
             line = fm_doc.line_no(pos) if pos >= 0 else 0
             found.append(Requirement(name, f"requires secret {name}", name, fm_doc.path, line, "frontmatter"))
+    for setting in skill_declared_env.manifest_settings(skill):
+        if setting.required and setting.name not in reported and (setting.secret or _is_secret_name(setting.name, declared=True)):
+            reported.add(setting.name)
+            found.append(Requirement(setting.name, f"requires secret {setting.name}", setting.evidence, setting.path,
+                                     setting.line, "manifest"))
     body = body_doc.text
     if body:
         for m in _EXPORT.finditer(body) if "export" in body else ():

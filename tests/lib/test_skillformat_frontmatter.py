@@ -232,6 +232,21 @@ def test_plain_value_with_colon_is_recovered_key_by_key(tmp_path):
     assert isinstance(strict, SourceProblem) and "(line 3)" in strict.message
 
 
+def test_a_quoted_description_run_on_past_its_closing_quote_is_recovered(tmp_path):
+    # a published ClawHub skill: `description: "Extends X ... for review." Verification is performed via ...`
+    md = ('---\nname: evolver\ndescription: "Gates promotion: PASS \\u2192 promote, FAIL \\u2192 roll back." '
+          "Verification uses an outside service; no credentials are embedded.\nmetadata:\n---\nbody\n")
+    skill = parse(make_skill(tmp_path, "evolver", md))
+
+    assert isinstance(skill, ParsedSkill)
+    assert skill.description == ("Gates promotion: PASS \u2192 promote, FAIL \u2192 roll back. "
+                                 "Verification uses an outside service; no credentials are embedded.")
+    assert any("not valid YAML (line 3)" in w and "recovered" in w for w in skill.warnings)
+    # an unterminated quote is still not guessed at
+    result = parse(make_skill(tmp_path, "e2", '---\nname: e2\ndescription: "Gates promotion. Verification uses\n---\nbody\n'))
+    assert isinstance(result, SourceProblem)
+
+
 def test_other_broken_keys_are_dropped_with_a_warning(tmp_path):
     skill = parse(make_skill(tmp_path, "t", "---\nname: t\ndescription: fine\ntags: [unclosed, list\n---\nbody\n"))
     assert skill.description == "fine" and "tags" not in skill.frontmatter

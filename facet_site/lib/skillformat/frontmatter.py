@@ -144,6 +144,8 @@ def _recover_frontmatter(fm_text: str) -> tuple[dict, list[str]] | None:
         value = value.strip()
         if len(lines) == 1 and value and value[0] not in "[{&*!|>\"'%@`":
             result[key] = value
+        elif len(lines) == 1 and (quoted := _quoted_then_text(value)) is not None:
+            result[key] = quoted
         else:
             dropped.append(key)
     if _ESSENTIAL_KEYS.intersection(dropped):
@@ -151,6 +153,23 @@ def _recover_frontmatter(fm_text: str) -> tuple[dict, list[str]] | None:
     if not _scalar_text(result.get("description")):
         return None
     return result, dropped
+
+
+_QUOTED_THEN_TEXT = re.compile(r"""^(?P<q>"(?:[^"\\]|\\.)*"|'(?:[^']|'')*')[ \t]+(?P<rest>[^#\s].*)$""")
+
+
+def _quoted_then_text(value: str) -> str | None:
+    """A quoted scalar with more text after its closing quote, on one line: `"Extends X ..." Verification
+    is performed ...` (a published skill's description). YAML refuses it; the author meant one sentence
+    run on, so the quoted part (unescaped) and the rest are joined. None for anything else."""
+    m = _QUOTED_THEN_TEXT.match(value)
+    if m is None:
+        return None
+    try:
+        head = yaml.safe_load(m.group("q"))
+    except yaml.YAMLError:
+        return None
+    return f"{head} {m.group('rest').strip()}" if isinstance(head, str) else None
 
 
 def _yaml_error_line(exc: yaml.YAMLError, fm_text: str) -> int:
