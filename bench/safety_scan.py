@@ -74,6 +74,10 @@ def shapes(rng: random.Random, scale: int) -> dict[str, dict[str, str]]:
         "eight nested base64 layers, repeated (10 lines)": {"SKILL.md": FRONT + "\n".join(
             "echo " + payload + " | base64 -d | sh" for _ in range(10 * scale))},
         "reference files (750)": {f"references/{i}.md": FRONT for i in range(750 * scale)},
+        # arrays of numbers in a program that XORs with constants: each array is tried against each key
+        "XOR'd number arrays beside four keys (2,000 lines)": {"src/build.rs": "let k = [b ^ 0x5a, b ^ 7, b ^ 0x21, b ^ 99];\n" + "\n".join(
+            "const A%d: [u8; 24] = [%s];" % (i, ", ".join(f"{rng.getrandbits(8):#04x}" for _ in range(24)))
+            for i in range(2_000)) * scale},
     }
 
 

@@ -412,11 +412,15 @@ class _Doc:
         b = self.starts[fence[1]] if fence[1] < len(self.starts) else len(self.text)
         return bool(command_line.search(self.text, a, b))
 
-    def headings_above(self, idx: int) -> list[str]:
-        """The heading chain that governs line idx (nearest first, each level once)."""
+    def headings_above(self, idx: int, *, without_title: bool = False) -> list[str]:
+        """The heading chain that governs line idx (nearest first, each level once); `without_title`
+        leaves out the document's title (its first heading, at level 1) under a section of its own:
+        "# Skill Pre-install Review" names the skill, not a setup section of every line."""
         chain, level = [], 7
         for line, lvl, text in reversed(self.headings):
             if line < idx and lvl < level:
+                if without_title and lvl == 1 and chain and (line, lvl, text) == self.headings[0]:
+                    break
                 chain.append(text)
                 level = lvl
         return chain

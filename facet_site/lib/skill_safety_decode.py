@@ -4,7 +4,8 @@
 
 * base64 runs (UTF-8, UTF-16LE as PowerShell's `-EncodedCommand` takes them, or zlib/gzip inside,
   as `exec(zlib.decompress(b64decode(...)))` hides a payload), `\\xNN` and bare hex strings,
-  `\\NNN` octal escapes, %-encoded runs, arrays of character codes (`String.fromCharCode(104, ...)`)
+  `\\NNN` octal escapes, %-encoded runs, arrays of character codes (`String.fromCharCode(104, ...)`) and
+  of codes XOR'd with a constant the text names (`_k.map(c => c ^ 7)`, `(b ^ 0x5a) as char`)
   and Unicode tag characters;
 * lines with zero-width characters (which split words so that no phrase rule matches), read again
   without them; string literals joined at run time (`'Down' + 'load' + 'Str' + 'ing'`, over lines
@@ -65,6 +66,8 @@ _MAX_LIST_ITEMS = 200
 _CHAR_CODES = re.compile(r"(?<![\w.])(?:\d{2,3}\s*,\s*){7,}\d{2,3}(?![\w.])")
 # Only texts that turn numbers into characters are searched for arrays of them (the search is costly)
 _CHAR_CODE_HINTS = ("CharCode", "chr(", "Chr(", "bytes(", "bytearray(", "[char", "pack(", "chr ", "map(chr")
+_XOR_KEY = re.compile(r"\^\s*(0x[0-9a-fA-F]{1,2}|\d{1,3})\b")
+_NUMBER_ARRAY = re.compile(r"(?<![\w.])(?:(?:0x[0-9a-fA-F]{1,2}|\d{1,3})\s*,\s*){7,}(?:0x[0-9a-fA-F]{1,2}|\d{1,3})(?![\w.])")
 # rot13 by name, or written out: a character code plus 13 (`c.charCodeAt(0) + 13`, `(x + 13) % 26`) or
 # `tr A-Za-z N-ZA-Mn-za-m`
 _NAMES_ROT13 = re.compile(r"rot[_-]?13|charCodeAt\(\s*0?\s*\)\s*\+\s*13\b|\+\s*13\s*\)\s*%\s*26\b|N-ZA-Mn-za-m|n-za-mN-ZA-M", re.I)
@@ -156,6 +159,17 @@ def _decodings(text: str):
             decoded = _printable(bytes(codes))
             if decoded:
                 yield "character codes", m.start(), m.end(), decoded
+    if "^" in text:
+        # codes XOR'd with a constant (`c ^ 7`, `(b ^ 0x5a) as char`): an address hidden as numbers, decimal or hex
+        keys = {int(k, 0) for k in _XOR_KEY.findall(text)[:4]} - {0}
+        for m in (_NUMBER_ARRAY.finditer(text) if keys else ()):
+            codes = [int(c, 0) for c in re.findall(r"0x[0-9a-fA-F]{1,2}|\d{1,3}", m.group(0))]
+            for key in sorted(keys):
+                if key < 256 and all(9 <= (c ^ key) < 127 for c in codes):
+                    decoded = _printable(bytes(c ^ key for c in codes))
+                    if decoded:
+                        yield f"xor {key:#04x}", m.start(), m.end(), decoded
+                        break
     # a string turned round where it stands (`'...'[::-1]`), or any string of a text that turns strings
     # round (`x.split('').reverse().join('')`, `strrev(`, `StrReverse(`; a list's `[::-1]` is not one)
     every = any(h in text for h in (".reverse()", "strrev(", "StrReverse(")) and bool(_STRING_REVERSAL.search(text))

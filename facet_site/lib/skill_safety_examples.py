@@ -67,7 +67,7 @@ def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, en
         return "string in a YARA rule file" if _detection_rule_file(doc.text) == "YARA" else ""
     headings = doc.headings_above(idx)
     text_rule = rule.kind == "text"
-    if not text_rule and any(rs.setup_headings.search(h) for h in headings):
+    if not text_rule and any(rs.setup_headings.search(h) for h in doc.headings_above(idx, without_title=True)):
         return ""  # commands under Install/Setup are to be run; a quoted phrase there is still a quote
     fence = doc.fence_at(idx)
     if fence is not None:

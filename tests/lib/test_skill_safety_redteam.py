@@ -45,11 +45,15 @@ from bench.safety_redteam import SETS, score_set
 # and issues of credential files, code from a DNS TXT record; blockquotes under an examples heading and a
 # rule file's `regex:` field are quotations. Since 2026-12-07 (stop 39): file-name globs that pick out
 # secrets beside a send, `new Function("require", "process", body)` of a fetched body, and a tool's
-# arguments and result mirrored to a written-in address
+# arguments and result mirrored to a written-in address. Then set 9's: XOR'd numbers decoded, Rust build
+# scripts read as programs, a key variable appended to authorized_keys, device-code relays, split tokens,
+# cookies and database dumps sent out, model-call loops, clipboard streams, allow lists over lines, hidden
+# orders in French and commercial concealment; look-alikes: a watch task on folder open, a skill titled
+# for installation, a signature list named SIGS
 FLOORS = {
     "set1": (49, 51, 32, 33),
     "set2": (47, 48, 33, 33),
-    "set3": (39, 45, 32, 34),
+    "set3": (40, 45, 32, 34),
     # a deobfuscator's obfuscated sample file is held since encoded.obfuscated-js (docs/skills.md)
     "set4": (46, 47, 28, 31),
     # written 2026-12-07; scored once at 35 of 51 and 34 of 37 (bench/results/safety_redteam_set5_blind.json)
@@ -59,10 +63,9 @@ FLOORS = {
     # written 2026-12-07 (night); scored once at 42 of 60 and 37 of 40 (safety_redteam_set7_blind.json)
     "set7": (60, 60, 39, 40),
     # written 2026-12-07 (night, later); scored once at 28 of 42 and 29 of 32 (safety_redteam_set8_blind.json)
-    "set8": (38, 42, 32, 32),
-    # written 2026-12-07 (stop 39); scored once at 24 of 42 and 25 of 28 (safety_redteam_set9_blind.json);
-    # nothing changed because of it yet: these are its first-sight figures
-    "set9": (24, 42, 25, 28),
+    "set8": (39, 42, 32, 32),
+    # written 2026-12-07 (stop 39); scored once at 24 of 42 and 25 of 28 (safety_redteam_set9_blind.json)
+    "set9": (37, 42, 28, 28),
 }
 
 
@@ -97,7 +100,9 @@ def test_the_commodity_droppers_of_every_set_are_unsafe(tmp_path):
                 "set4/solanakit-dev/solana-wallet-tracker", "set4/gworkspace-herramientas/gmail-asistente",
                 "set6/toolsmith-hq/pdf-toolkit-pro", "set6/weatherly/weather-now",
                 "set7/clawtools-hub/pdf-forge-pro", "set7/summarizer-labs/youtube-digest", "set7/deployhelper-ru/vps-bootstrap",
-                "set8/cryptodesk-labs/solana-wallet-tracker", "set8/opsguard/server-hardening-helper"):
+                "set8/cryptodesk-labs/solana-wallet-tracker", "set8/opsguard/server-hardening-helper",
+                "set9/solana-hub-tools/solana-wallet-tracker", "set9/vidnotes/youtube-summarizer-pro",
+                "set9/macboost/mac-performance-tuner"):
         skill = parse_skill_dir(base / rel, root=base / rel.split("/")[0], source_kind="clawhub")
         assert level_of(skill) == "unsafe", rel
 
