@@ -250,6 +250,7 @@ _HARD_READS = (
 )
 # ... or that stops with an error naming it: `sys.exit("X_API_KEY is not set")`, `throw new Error("Set
 # X_TOKEN")`, `echo "X_TOKEN missing" >&2; exit 1`.
+_EMPTY_TEST = re.compile(r"\[\[?\s*-z\s+[\"']?\$\{?([A-Z][A-Z0-9_]{2,})")
 _STOPS = re.compile(r"\b(?:raise|throw|die|sys\.exit|process\.exit|exit|abort|fatal|panic|console\.error)\b|>&2|\bstderr\b")
 
 
@@ -273,6 +274,10 @@ def _script_requirements(skill: ParsedSkill, body: str, reported: set[str]) -> l
             if _STOPS.search(line):
                 for name in re.findall(r"[\"'`]\s*[^\"'`\n]{0,80}?\b([A-Z][A-Z0-9_]{2,})\b", line):
                     hits.setdefault(name, i)
+                # ... or under a test that it is empty: `if [ -z "$BOT_TOKEN" ]; then echo "token not found" >&2; exit 1`
+                for j in range(max(i - 2, 0), i + 1):
+                    for name in _EMPTY_TEST.findall(lines[j]):
+                        hits.setdefault(name, j)
         for name, i in sorted(hits.items(), key=lambda kv: kv[1]):
             if name not in reported and _is_secret_name(name):
                 reported.add(name)

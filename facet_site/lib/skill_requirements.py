@@ -14,8 +14,9 @@ the requirements stated only in prose and decides which are really required:
   "申请 API Key", "`X` の設定が必要です", "necesitas una clave de API"), with their negations
   ("无需 API Key", "sin clave") and optional words ("可选", "opcional", "facultatif").
 * Tables: a Markdown table with a "Required" (or "Mandatory") column lists a variable as required
-  when its cell says yes, required, true or a check mark, and as optional when it says no or
-  optional (which then holds for every other mention of the variable).
+  when its cell says yes, required, true or a check mark (a qualifier in brackets may follow: "Yes
+  (trading)"), and as optional when it says no or optional (which then holds for every other mention
+  of the variable).
 * Optional: the requirement's line, or any line that names the same variable, says optional,
   "if you have", "if available/set/provided", "not required", "for higher rate limits" ... ; for a
   mention inside a code block, also the line leading into the block, when it is about a key
@@ -198,8 +199,9 @@ _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}")
 _REQUIRED_HEADER = re.compile(
     r"^\s*(?:required|mandatory|req\.?|needed|(?:是否)?(?:必需|必须|必填|必要)|必須|필수(?:\s*여부)?|obligatori[oa]|requerid[oa]"
     r"|obrigatóri[oa]|erforderlich|pflicht(?:feld)?|requis|obligatoire|обязательн\w*)\??\s*$", re.I)
+# a qualifier in brackets after the word, as the "no" cells have it: "Yes (trading)", "是（交易）"
 _YES_CELL = re.compile(r"^\s*(?:\*\*)?(?:yes|y|required|mandatory|true|x|✓|✔|✔️|✅|是|必需|必须|必填|必須|はい|예|필수|s[ií]|sim|ja|oui|да)"
-                       r"(?:\*\*)?\s*$", re.I)
+                       r"(?:\*\*)?\s*(?:[(（][^)）]{1,60}[)）])?\s*$", re.I)
 _NO_CELL = re.compile(r"^\s*(?:\*\*)?(?:no|n|optional|false|-|—|✗|❌|否|可选|选填|非必需|任意|いいえ|아니오|선택|não|nein|non|нет)"
                       r"(?:\*\*)?\s*(?:[(（].*[)）])?\s*$", re.I)
 _NAME = re.compile(r"[A-Z][A-Z0-9_]{2,}")
