@@ -3,7 +3,7 @@
 `decode_tree(text)` finds in `text`:
 
 * base64 runs (UTF-8, UTF-16LE as PowerShell's `-EncodedCommand` takes them, or zlib/gzip inside,
-  as `exec(zlib.decompress(b64decode(...)))` hides a payload), `\\xNN` and bare hex strings,
+  as `exec(zlib.decompress(b64decode(...)))` hides a payload), `\\xNN`, `\\u00NN` and bare hex strings,
   `\\NNN` octal escapes, %-encoded runs, arrays of character codes (`String.fromCharCode(104, ...)`) and
   of codes XOR'd with a constant the text names (`_k.map(c => c ^ 7)`, `(b ^ 0x5a) as char`)
   and Unicode tag characters;
@@ -47,6 +47,7 @@ class Layer:
 # 16 characters and up: 12 bytes, as short as an address hidden alone (`MTk4LjUxLjEwMC4yMw==` is 198.51.100.23)
 _B64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=_-])")
 _HEX_ESC = re.compile(r"(?:\\x[0-9a-fA-F]{2}){6,}")
+_UNICODE_ESC = re.compile(r"(?:\\u00[0-7][0-9a-fA-F]){6,}")
 _HEX_BARE = re.compile(r"(?:[0-9a-fA-F]{2}){10,}")
 _PCT = re.compile(r"(?:%[0-9A-Fa-f]{2}[^\s%]{0,3}){6,}")
 _TAGS = re.compile("[\U000E0020-\U000E007F]+")
@@ -66,7 +67,9 @@ _MAX_LIST_ITEMS = 200
 _CHAR_CODES = re.compile(r"(?<![\w.])(?:\d{2,3}\s*,\s*){7,}\d{2,3}(?![\w.])")
 # Only texts that turn numbers into characters are searched for arrays of them (the search is costly)
 _CHAR_CODE_HINTS = ("CharCode", "chr(", "Chr(", "bytes(", "bytearray(", "[char", "pack(", "chr ", "map(chr")
-_XOR_KEY = re.compile(r"\^\s*(0x[0-9a-fA-F]{1,2}|\d{1,3})\b")
+_XOR_KEY = re.compile(r"\^\s*(0x[0-9a-fA-F]{1,2}\b|\d{1,3}\b|[A-Za-z_]\w{0,30})")
+_CONSTANT = re.compile(r"\b([A-Za-z_]\w{0,30})\s*:?=\s*(0x[0-9a-fA-F]{1,2}|\d{1,3})\b")
+_SHIFT = re.compile(r"(?:string\.char|\bchr|fromCharCode|\bchar)\s*\(\s*[\w.\[\]]{1,40}\s*([+-])\s*(\d{1,2})\s*\)")
 _NUMBER_ARRAY = re.compile(r"(?<![\w.])(?:(?:0x[0-9a-fA-F]{1,2}|\d{1,3})\s*,\s*){7,}(?:0x[0-9a-fA-F]{1,2}|\d{1,3})(?![\w.])")
 # rot13 by name, or written out: a character code plus 13 (`c.charCodeAt(0) + 13`, `(x + 13) % 26`) or
 # `tr A-Za-z N-ZA-Mn-za-m`
@@ -160,16 +163,13 @@ def _decodings(text: str):
             if decoded:
                 yield "character codes", m.start(), m.end(), decoded
     if "^" in text:
-        # codes XOR'd with a constant (`c ^ 7`, `(b ^ 0x5a) as char`): an address hidden as numbers, decimal or hex
-        keys = {int(k, 0) for k in _XOR_KEY.findall(text)[:4]} - {0}
-        for m in (_NUMBER_ARRAY.finditer(text) if keys else ()):
-            codes = [int(c, 0) for c in re.findall(r"0x[0-9a-fA-F]{1,2}|\d{1,3}", m.group(0))]
-            for key in sorted(keys):
-                if key < 256 and all(9 <= (c ^ key) < 127 for c in codes):
-                    decoded = _printable(bytes(c ^ key for c in codes))
-                    if decoded:
-                        yield f"xor {key:#04x}", m.start(), m.end(), decoded
-                        break
+        # codes XOR'd with a constant (`c ^ 7`, `(b ^ 0x5a) as char`, `c ^ k` after `const k = 0x5a`): an
+        # address hidden as numbers, decimal or hex
+        yield from _number_arrays(text, _xor_keys(text), lambda c, key: c ^ key, "xor {:#04x}")
+    if "char" in text.lower() and _SHIFT.search(text):
+        # codes shifted by a constant (`string.char(t[i] - 3)`, `chr(c + 1)`): a Caesar shift of the codes
+        shifts = {(-1 if sign == "-" else 1) * int(n) for sign, n in _SHIFT.findall(text)[:4]} - {0}
+        yield from _number_arrays(text, shifts, lambda c, shift: c + shift, "codes shifted by {:+d}")
     # a string turned round where it stands (`'...'[::-1]`), or any string of a text that turns strings
     # round (`x.split('').reverse().join('')`, `strrev(`, `StrReverse(`; a list's `[::-1]` is not one)
     every = any(h in text for h in (".reverse()", "strrev(", "StrReverse(")) and bool(_STRING_REVERSAL.search(text))
@@ -215,6 +215,12 @@ def _decodings(text: str):
             decoded = _printable(bytes.fromhex(m.group(0).replace("\\x", "")))
             if decoded:
                 yield "hex", m.start(), m.end(), decoded
+    if "\\u00" in text:
+        # Java, Kotlin, JavaScript and JSON \u escapes of ASCII (`"\u0068\u0074\u0074\u0070…"`)
+        for m in _UNICODE_ESC.finditer(text):
+            decoded = _printable(bytes(int(h, 16) for h in re.findall(r"\\u00([0-7][0-9a-fA-F])", m.group(0))))
+            if decoded:
+                yield "unicode escapes", m.start(), m.end(), decoded
     if "%" in text:
         for m in _PCT.finditer(text):
             start, end = m.start(), m.end()
@@ -225,6 +231,33 @@ def _decodings(text: str):
             decoded = urllib.parse.unquote(text[start:end])
             if _printable(decoded.encode("utf-8", "replace")):
                 yield "url-encoding", start, end, decoded
+
+
+def _xor_keys(text: str) -> set[int]:
+    """The constants a text XORs with: written after `^`, or named there and set once (`const k = 0x5a`)."""
+    keys, names = set(), set()
+    for k in _XOR_KEY.findall(text)[:6]:
+        if k[0].isdigit():
+            keys.add(int(k, 0))
+        else:
+            names.add(k)
+    if names:
+        keys.update(int(v, 0) for name, v in _CONSTANT.findall(text) if name in names)
+    return {k for k in keys if 0 < k < 256}
+
+
+def _number_arrays(text: str, keys, apply, label: str):
+    """Arrays of numbers in `text` turned into text by `apply(code, key)` for the first key that makes every
+    code printable."""
+    for m in (_NUMBER_ARRAY.finditer(text) if keys else ()):
+        codes = [int(c, 0) for c in re.findall(r"0x[0-9a-fA-F]{1,2}|\d{1,3}", m.group(0))]
+        for key in sorted(keys):
+            out = [apply(c, key) for c in codes]
+            if all(9 <= c < 127 for c in out):
+                decoded = _printable(bytes(out))
+                if decoded:
+                    yield label.format(key), m.start(), m.end(), decoded
+                    break
 
 
 def _b64(token: str) -> tuple[str, str]:
