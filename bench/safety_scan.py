@@ -78,6 +78,9 @@ def shapes(rng: random.Random, scale: int) -> dict[str, dict[str, str]]:
         "XOR'd number arrays beside four keys (2,000 lines)": {"src/build.rs": "let k = [b ^ 0x5a, b ^ 7, b ^ 0x21, b ^ 99];\n" + "\n".join(
             "const A%d: [u8; 24] = [%s];" % (i, ", ".join(f"{rng.getrandbits(8):#04x}" for _ in range(24)))
             for i in range(2_000)) * scale},
+        "\\u00NN escapes, one line (0.3 MB)": {"src/App.kt": 'val s = "' + "\\u0041" * 50_000 * scale + '"\n'},
+        "shifted character codes beside string.char (2,000 lines)": {"lua/init.lua": "local c = string.char(t[i] - 3)\n" + "\n".join(
+            "local a%d = { %s }" % (i, ", ".join(str(rng.randrange(20, 126)) for _ in range(24))) for i in range(2_000)) * scale},
     }
 
 
