@@ -49,8 +49,9 @@ def manifest_settings(skill: ParsedSkill) -> list[ManifestSetting]:
             continue
         for key, required, secret in _declared(data):
             pos = f.text.find(f'"{key}"')
+            end = f.text.find("\n", pos)
             line = f.text.count("\n", 0, pos) + 1 if pos >= 0 else 0
-            evidence = f.text[pos:f.text.find("\n", pos)].strip()[:120] if pos >= 0 else key
+            evidence = f.text[pos:end if end >= 0 else len(f.text)].strip()[:120] if pos >= 0 else key
             name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).upper().replace("-", "_")
             out.append(ManifestSetting(name, required, secret, f.path, line, evidence))
     return out

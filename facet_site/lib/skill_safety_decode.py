@@ -4,8 +4,9 @@
 
 * base64 runs (UTF-8, UTF-16LE as PowerShell's `-EncodedCommand` takes them, or zlib/gzip inside,
   as `exec(zlib.decompress(b64decode(...)))` hides a payload), `\\xNN`, `\\u00NN` and bare hex strings,
-  `\\NNN` octal escapes, %-encoded runs, arrays of character codes (`String.fromCharCode(104, ...)`) and
-  of codes XOR'd with a constant the text names (`_k.map(c => c ^ 7)`, `(b ^ 0x5a) as char`)
+  `\\NNN` octal escapes, %-encoded runs, arrays of character codes (`String.fromCharCode(104, ...)`),
+  of codes XOR'd with a constant the text writes or names (`_k.map(c => c ^ 7)`, `(b ^ 0x5a) as char`,
+  `c ^ k` after `const k = 0x5a`) and of codes shifted by a constant (`string.char(t[i] - 3)`)
   and Unicode tag characters;
 * lines with zero-width characters (which split words so that no phrase rule matches), read again
   without them; string literals joined at run time (`'Down' + 'load' + 'Str' + 'ing'`, over lines
