@@ -29,6 +29,8 @@ How a rule decides (all conditions are fields of the rule in the data file):
   `paths`: the rule runs only on files whose name matches one of these globs (`requirements*.txt`).
 * `decoded_only`: the rule runs on decoded text only (see below), never on the file as written: an
   address on a raw IP is common in plain sight and rare hidden in base64, hex or joined pieces.
+* `{{name}}` in any pattern stands for the file's `[shared]` pattern of that name (one list that
+  two rules need, written once).
 * `packages`: the pattern's `npm` or `pypi` group lists package names (an install command's words,
   a manifest's dependencies); the rule fires only for a name one slip from a popular package of
   that registry (`package_names`), and the finding's excerpt starts by saying which.
@@ -86,6 +88,7 @@ from pathlib import PurePosixPath
 
 from facet_site.lib.package_names import first_near_miss
 from facet_site.lib.skill_safety_decode import MAX_DECODE_DEPTH, decode_tree
+from facet_site.lib.skill_safety_doc import ScannedFile, line_starts
 from facet_site.lib.skill_safety_examples import example_reason, in_code_span
 from facet_site.lib.skillformat.content import EXECUTABLE_KINDS, OPAQUE_ARCHIVE_KINDS, FileContent, named_like_program
 from facet_site.lib.skill_safety_rules import (
@@ -180,14 +183,14 @@ def scan_skill(files: Mapping[str, str], *, rules: RuleSet | None = None,
         text = texts[path]
         if not isinstance(text, str) or not text:
             continue
-        doc = _Doc(path, text[:_MAX_SCAN_CHARS], rs)
+        doc = ScannedFile(path, text[:_MAX_SCAN_CHARS], rs)
         for finding in _scan_doc(rs, doc):
             (examples if finding.example_reason else active).append(finding)
     for path in sorted(contents or {}):
         if contents[path].scan_tail is not None:  # the end of a file too large to read whole
             first_line, tail = contents[path].scan_tail
             head = next((t for p, t in contents[path].scan_texts if p == path), "")
-            doc = _Doc(path, tail[:_MAX_SCAN_CHARS], rs, first_line=first_line, head=head)
+            doc = ScannedFile(path, tail[:_MAX_SCAN_CHARS], rs, first_line=first_line, head=head)
             for finding in _scan_doc(rs, doc):
                 (examples if finding.example_reason else active).append(finding)
     for path in sorted(contents or {}):
@@ -205,7 +208,7 @@ def scan_text_part(path: str, text: str, first_line: int, head: str) -> tuple[Fi
     the file's line `first_line`, and `head` is the file's start, which says what kind of file it
     is. Made for `skillformat.discover(scan_text=...)`, with the default rules."""
     rs = load_rules()
-    return tuple(_scan_doc(rs, _Doc(path, text[:_MAX_SCAN_CHARS], rs, first_line=first_line, head=head)))
+    return tuple(_scan_doc(rs, ScannedFile(path, text[:_MAX_SCAN_CHARS], rs, first_line=first_line, head=head)))
 
 
 def scan_parsed_skill(skill, *, rules: RuleSet | None = None) -> SafetyReport:
@@ -300,143 +303,7 @@ def _skill_md_text(skill) -> str:
     return "\n".join(head + [skill.body]) if head else skill.body
 
 
-_SHEBANG = re.compile(r"\A#!\s*\S*(?:sh|python\d?|node|perl|ruby|env\s+\w+)\b")
-
-
-# Shell and Python join quoted pieces written side by side: `.s""sh` is `.ssh`. Only a pair between
-# two characters of a path or a word counts (`print("")`'s pair has a parenthesis on either side).
-_SPLICE = re.compile(r"""(?<=[\w./$-])(?:""|''|"'|'")(?=[\w./-])""")
-
-
-def _unspliced(text: str) -> str:
-    """`text` with each such pair moved to the end of its line: the words read whole, and the line
-    keeps its length, so every offset outside it stays."""
-    lines: dict[int, int] = {}  # line start -> line end, for the lines holding a pair
-    for m in _SPLICE.finditer(text):
-        start = text.rfind("\n", 0, m.start()) + 1
-        if start not in lines:
-            end = text.find("\n", m.end())
-            lines[start] = len(text) if end < 0 else end
-    if not lines:
-        return text
-    out, last = [], 0
-    for start, end in sorted(lines.items()):
-        line = text[start:end]
-        out += [text[last:start], _SPLICE.sub("", line), "".join(_SPLICE.findall(line))]
-        last = end
-    out.append(text[last:])
-    return "".join(out)
-
-
-class _Doc:
-    """One file's text with its line index and, for Markdown, its fences and headings."""
-
-    def __init__(self, path: str, text: str, rs: RuleSet, *, first_line: int = 1, head: str | None = None):
-        """`first_line`: the file's line number where `text` starts (the last part of a file too
-        large to read whole, whose `head` then says what kind of file it is)."""
-        self.path = path
-        self.text = text
-        self.first_line = first_line
-        # A shell line continuation becomes two spaces: offsets stay, the command reads as one line.
-        self.norm = text.replace("\\\r\n", "   ").replace("\\\n", "  ") if "\\\n" in text or "\\\r\n" in text else text
-        p = PurePosixPath(path.lower())
-        ext = p.suffix.lstrip(".")
-        self.is_script = ext in rs.script_exts or (not ext and p.name in rs.script_exts) or bool(
-            _SHEBANG.match(text if head is None else head))
-        if self.is_script and ('""' in self.norm or "''" in self.norm or "\"'" in self.norm or "'\"" in self.norm):
-            # a word cut by an empty pair of quotes reads whole (`"$HOME/.s""sh"`, `authorized""_keys`)
-            self.norm = _unspliced(self.norm)
-        self.low = self.norm.lower()
-        self.ascii = self.norm.isascii()
-        self.starts = _line_starts(text)
-        self.norm_starts = self.starts if self.norm is text else _line_starts(self.norm)
-        self.in_test_dir = any(part in rs.test_dirs for part in p.parts[:-1]) or p.name.startswith("test_")
-        self.is_data = ext in rs.data_exts and not self.is_script
-        self.is_markdown = ext in ("md", "markdown", "mdx") or (not ext and not self.is_script)
-        self._fences: list[tuple[int, int, str]] | None = None  # (open line, close line, language), 0-based
-        self._headings: list[tuple[int, int, str]] = []  # (line, level, text)
-
-    @property
-    def fences(self) -> list[tuple[int, int, str]]:
-        # Built on first use: only files with a finding need their Markdown structure.
-        if self._fences is None:
-            self._fences = []
-            if self.is_markdown:
-                self._structure()
-        return self._fences
-
-    @property
-    def headings(self) -> list[tuple[int, int, str]]:
-        return self._headings if self.fences is not None else []
-
-    def _structure(self) -> None:
-        lines = self.text.split("\n")
-        fence_open, marker, lang = -1, "", ""
-        for i, line in enumerate(lines):
-            s = line.strip()
-            if not s or s[0] not in "`~#":
-                continue
-            if fence_open < 0:
-                m = re.match(r"(`{3,}|~{3,})\s*([\w+#.-]*)", s)
-                if m:
-                    fence_open, marker, lang = i, m.group(1), m.group(2).lower()
-                elif s.startswith("#"):
-                    m = re.match(r"(#{1,6})\s+(.*)", s)
-                    if m:
-                        self._headings.append((i, len(m.group(1)), m.group(2)))
-            elif s.startswith(marker) and s.strip(marker[0]) == "":
-                self._fences.append((fence_open, i, lang))
-                fence_open = -1
-        if fence_open >= 0:
-            self._fences.append((fence_open, len(lines), lang))
-
-    def line_of(self, pos: int) -> int:
-        return bisect.bisect_right(self.starts, pos) - 1  # 0-based
-
-    def line_text(self, idx: int) -> str:
-        # from the normalised text, whose offsets are the text's: a match's position in it is the same
-        # on this line (a word cut by empty quotes is read whole here as where it was matched)
-        end = self.starts[idx + 1] - 1 if idx + 1 < len(self.starts) else len(self.text)
-        return self.norm[self.starts[idx]:end]
-
-    def fence_at(self, idx: int) -> tuple[int, int, str] | None:
-        for f in self.fences:
-            if f[0] < idx < f[1]:
-                return f
-            if f[0] > idx:
-                break
-        return None
-
-    def fence_has_commands(self, fence: tuple[int, int, str], command_line: re.Pattern) -> bool:
-        a = self.starts[fence[0] + 1] if fence[0] + 1 < len(self.starts) else len(self.text)
-        b = self.starts[fence[1]] if fence[1] < len(self.starts) else len(self.text)
-        return bool(command_line.search(self.text, a, b))
-
-    def headings_above(self, idx: int, *, without_title: bool = False) -> list[str]:
-        """The heading chain that governs line idx (nearest first, each level once); `without_title`
-        leaves out the document's title (its first heading, at level 1) under a section of its own:
-        "# Skill Pre-install Review" names the skill, not a setup section of every line."""
-        chain, level = [], 7
-        for line, lvl, text in reversed(self.headings):
-            if line < idx and lvl < level:
-                if without_title and lvl == 1 and chain and (line, lvl, text) == self.headings[0]:
-                    break
-                chain.append(text)
-                level = lvl
-        return chain
-
-
-def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    find = text.find
-    i = find("\n")
-    while i >= 0:
-        starts.append(i + 1)
-        i = find("\n", i + 1)
-    return starts
-
-
-def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
+def _scan_doc(rs: RuleSet, doc: ScannedFile) -> list[Finding]:
     out: list[Finding] = []
     per_rule: dict[str, int] = {}
     seen: set[tuple] = set()
@@ -482,7 +349,7 @@ def _scan_doc(rs: RuleSet, doc: _Doc) -> list[Finding]:
     for layer in layers:
         idx = doc.line_of(layer.start)
         low = layer.text.lower()
-        for rule, level, _start, _end, note in _matches(rs, layer.text, low, _line_starts(layer.text), layer.text.isascii(),
+        for rule, level, _start, _end, note in _matches(rs, layer.text, low, line_starts(layer.text), layer.text.isascii(),
                                                         doc.is_script, name, decoded=True):
             add(rule, level, idx, doc.norm[layer.start:layer.end], layer.chain, layer.text, layer.start, layer.end, note)
     out.sort(key=lambda f: (f.line, f.rule_id))

@@ -4,7 +4,8 @@
 
 * base64 runs (UTF-8, UTF-16LE as PowerShell's `-EncodedCommand` takes them, or zlib/gzip inside,
   as `exec(zlib.decompress(b64decode(...)))` hides a payload), `\\xNN`, `\\u00NN` and bare hex strings,
-  `\\NNN` octal escapes, %-encoded runs, arrays of character codes (`String.fromCharCode(104, ...)`),
+  `\\NNN` octal escapes, %-encoded runs, arrays of character codes, decimal or hex
+  (`String.fromCharCode(104, ...)`, `bytes([0x68, ...])`),
   of codes XOR'd with a constant the text writes or names (`_k.map(c => c ^ 7)`, `(b ^ 0x5a) as char`,
   `c ^ k` after `const k = 0x5a`) and of codes shifted by a constant (`string.char(t[i] - 3)`)
   and Unicode tag characters;
@@ -65,8 +66,8 @@ _LIST_GAP = re.compile(r"\s*")
 _LIST_COMMA = re.compile(r"\s*,?")
 _CALL_END = re.compile(r"\s*\)")
 _MAX_LIST_ITEMS = 200
-_CHAR_CODES = re.compile(r"(?<![\w.])(?:\d{2,3}\s*,\s*){7,}\d{2,3}(?![\w.])")
-# Only texts that turn numbers into characters are searched for arrays of them (the search is costly)
+# Only texts that turn numbers into characters are searched for arrays of them as character codes (the
+# search is costly); arrays of eight numbers or more, decimal or hex (_NUMBER_ARRAY), read by _number_arrays
 _CHAR_CODE_HINTS = ("CharCode", "chr(", "Chr(", "bytes(", "bytearray(", "[char", "pack(", "chr ", "map(chr")
 _XOR_KEY = re.compile(r"\^\s*(0x[0-9a-fA-F]{1,2}\b|\d{1,3}\b|[A-Za-z_]\w{0,30})")
 _CONSTANT = re.compile(r"\b([A-Za-z_]\w{0,30})\s*:?=\s*(0x[0-9a-fA-F]{1,2}|\d{1,3})\b")
@@ -157,12 +158,9 @@ def _decodings(text: str):
             decoded = _printable(bytes(int(o, 8) & 0xFF for o in m.group(0).split("\\")[1:]))
             if decoded:
                 yield "octal", m.start(), m.end(), decoded
-    for m in (_CHAR_CODES.finditer(text) if any(h in text for h in _CHAR_CODE_HINTS) else ()):
-        codes = [int(c) for c in re.findall(r"\d+", m.group(0))]
-        if all(9 <= c < 127 for c in codes):
-            decoded = _printable(bytes(codes))
-            if decoded:
-                yield "character codes", m.start(), m.end(), decoded
+    if any(h in text for h in _CHAR_CODE_HINTS):
+        # codes as they are (`String.fromCharCode(104, 116, …)`, `bytes([0x68, 0x74, …])`): the key that changes nothing
+        yield from _number_arrays(text, {0}, lambda c, _key: c, "character codes")
     if "^" in text:
         # codes XOR'd with a constant (`c ^ 7`, `(b ^ 0x5a) as char`, `c ^ k` after `const k = 0x5a`): an
         # address hidden as numbers, decimal or hex

@@ -16,7 +16,7 @@ __all__ = ["example_reason", "in_code_span"]
 
 
 def example_reason(rs: RuleSet, doc, rule: Rule, idx: int, start: int | None, end: int | None) -> str:
-    """Why the match at line idx of `doc` (a `skill_safety._Doc`: one file's lines, fences and
+    """Why the match at line idx of `doc` (a `skill_safety_doc.ScannedFile`: one file's lines, fences and
     headings) is a documented example, or "" when it may be an instruction."""
     line = doc.line_text(idx)
     a, b = (start - doc.starts[idx], end - doc.starts[idx]) if start is not None else (-1, -1)

@@ -121,9 +121,34 @@ def _default_rules() -> RuleSet:
     return _parse_rules(tomllib.loads(RULES_PATH.read_text(encoding="utf-8")))
 
 
-def _compile(items, flags, where: str) -> tuple[re.Pattern, ...]:
+# `{{name}}` in a rule's pattern stands for the rule file's `[shared]` pattern of that name, so that a
+# list two rules both need (a chat bot's endpoint, an order to keep something from the user in six
+# languages) is written once. A regex's own braces are `{2}` or `\{\{`, never a doubled brace around a name.
+_SHARED_REF = re.compile(r"(?<!\\)\{\{([a-z][a-z0-9_]*)\}\}")
+
+
+def _shared_patterns(data: dict) -> dict[str, str]:
+    out = {}
+    for name, value in data.get("shared", {}).items():
+        items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        if not _SHARED_REF.fullmatch("{{%s}}" % name) or not items or not all(isinstance(v, str) for v in items):
+            raise RuleFileError(f"shared.{name}: a shared pattern is a lowercase name given a pattern or a list of them")
+        if any(_SHARED_REF.search(v) for v in items):
+            raise RuleFileError(f"shared.{name}: a shared pattern cannot use another one")
+        out[name] = "(?:" + "|".join(f"(?:{v})" for v in items) + ")"
+    return out
+
+
+def _compile(items, flags, where: str, shared: Mapping[str, str] = {}) -> tuple[re.Pattern, ...]:
+    def expand(pattern: str) -> str:
+        def one(m: re.Match) -> str:
+            if m.group(1) not in shared:
+                raise RuleFileError(f"{where}: no [shared] pattern named {m.group(1)!r}")
+            return shared[m.group(1)]
+        return _SHARED_REF.sub(one, pattern)
+
     try:
-        return tuple(re.compile(p, flags) for p in items)
+        return tuple(re.compile(expand(p), flags) for p in items)
     except re.error as exc:
         raise RuleFileError(f"{where}: {exc}") from exc
 
@@ -197,6 +222,7 @@ def _parse_file_rules(data: dict, seen: set[str]) -> tuple[FileRule, ...]:
 
 def _parse_rules(data: dict) -> RuleSet:
     rules, seen = [], set()
+    shared = _shared_patterns(data)
     for raw in data.get("rule", ()):
         rid = raw.get("id", "")
         if not rid or rid in seen:
@@ -209,7 +235,7 @@ def _parse_rules(data: dict) -> RuleSet:
         if level not in (SUSPICIOUS, UNSAFE) or any(v not in (SUSPICIOUS, UNSAFE) for v in url_levels.values()):
             raise RuleFileError(f"{rid}: levels must be suspicious or unsafe")
         flags = 0 if raw.get("case_sensitive") else re.IGNORECASE
-        patterns = _compile(raw.get("patterns", ()), flags, rid)
+        patterns = _compile(raw.get("patterns", ()), flags, rid, shared)
         if not patterns:
             raise RuleFileError(f"{rid}: no patterns")
         if url_levels and any("url" not in p.groupindex for p in patterns):
@@ -226,9 +252,10 @@ def _parse_rules(data: dict) -> RuleSet:
         rules.append(Rule(
             id=rid, level=level, description=raw.get("description", "").strip(), patterns=patterns,
             needles=tuple(n.lower() for n in raw.get("needles", ())),
-            near=_compile(raw.get("near", ()), flags, rid), near_lines=int(raw.get("near_lines", 0)),
-            near_also=tuple(_compile(group, flags, rid) for group in raw.get("near_also", ())),
-            unless=_compile(raw.get("unless", ()), flags, rid), unless_near=_compile(raw.get("unless_near", ()), flags, rid),
+            near=_compile(raw.get("near", ()), flags, rid, shared), near_lines=int(raw.get("near_lines", 0)),
+            near_also=tuple(_compile(group, flags, rid, shared) for group in raw.get("near_also", ())),
+            unless=_compile(raw.get("unless", ()), flags, rid, shared),
+            unless_near=_compile(raw.get("unless_near", ()), flags, rid, shared),
             url_levels=url_levels,
             exemptible=bool(raw.get("exemptible", True)), kind=raw.get("kind", "command"),
             outside_fences=bool(raw.get("outside_fences", False)), multiline=bool(raw.get("multiline", False)),

