@@ -1,7 +1,7 @@
 """Red-team benchmark: how many of the red-team skills the safety scan flags, and how many of their
 legitimate look-alikes it leaves clean (docs/skills.md, "Red-team rounds").
 
-The sets were written on 2026-12-06 (1-4) and 2026-12-07 (5-10) by sessions that never saw the rules, as tests: malicious
+The sets were written on 2026-12-06 (1-4) and 2026-12-07 (5-11) by sessions that never saw the rules, as tests: malicious
 skills that each hide a payload a different way (defanged: documentation addresses, invented
 domains) beside look-alikes a good scanner must pass. They live in
 `tests/lib/fixtures/safety-redteam.tar.gz` with a `labels.jsonl` per set (path, label, technique,

@@ -4,8 +4,9 @@
 each finding as a verdict with its reason). Kinds:
 
 * "unreadable": SKILL.md could not be decoded (`skill.unreadable_reason`); nothing else is checked.
-* "unsafe": credential exfiltration, destructive host commands, malware (reverse shells, keyloggers,
-  ransomware) and attempts to switch off the agent's safety rules. Cryptocurrency miners are the
+* "unsafe": credential exfiltration, destructive host commands, malware (keyloggers, ransomware) and
+  attempts to switch off the agent's safety rules. Reverse shells are the safety scan's (`shell.reverse`,
+  `shell.reverse-streams`), which tells a cheat sheet's labelled examples from a setup step. Cryptocurrency miners are the
   safety scan's (`abuse.cryptominer`, held; `abuse.cryptominer-hidden`, unsafe): a miner's name
   alone, as in a rig owner's dashboard, is no verdict.
 * "private": the skill needs something a public task cannot have: secrets or API keys, hosts on
@@ -87,21 +88,12 @@ _UNSAFE_RULES = (
           r"\bshred\b[^\n]*\s(?:/dev/(?:sd|nvme|hd)|/etc/|/boot\b|/bin/|/usr/|/var/)", ("shred",)),
     _rule(UNSAFE, "destructive command: find / -delete", r"\bfind\s+/\s[^\n]*-delete\b", ("-delete",)),
     # malware
-    # Reverse shells: one rule per family so each regex only runs when its own needle is present.
-    _rule(UNSAFE, "malware: reverse shell",
-          r"\b(?:ba|z)?sh\s+-i\b[^\n]{0,40}>&?\s*/dev/(?:tcp|udp)/|/dev/(?:tcp|udp)/\S+\s+0>&1|exec\s+\d+<>\s*/dev/tcp/",
-          ("/dev/tcp", "/dev/udp")),
-    _rule(UNSAFE, "malware: reverse shell", r"\b(?:nc|ncat|netcat)\b[^\n|;]*\s-[ec]\s*(?:/bin/)?(?:ba|z)?sh\b",
-          ("-e /bin/", "-c /bin/", "-e sh", "-e bash", "-c sh", "-c bash", "-e/bin/")),
-    _rule(UNSAFE, "malware: reverse shell", r"\b(?:ba)?sh\s+-i\s+2>&1\s*\|\s*(?:nc|ncat|netcat)\b", ("-i 2>&1",)),
-    _rule(UNSAFE, "malware: reverse shell", r"\bsocat\b[^\n]*\bexec:[^\n]*\b(?:ba|z)?sh\b", ("socat",)),
-    _rule(UNSAFE, "malware: reverse shell", r"os\.dup2\(\s*\w+\.fileno\(\)|pty\.spawn\(\s*[\"']/bin/(?:ba)?sh",
-          ("dup2(", "pty.spawn")),
+    # (the bare nouns, group "noun", name a topic in a title: _TOPIC_LINE)
     _rule(UNSAFE, "malware: keylogger",
-          r"\bkey\s?-?loggers?\b|\bkeystroke\s+logg(?:er|ing)\b|\bGetAsyncKeyState\b|SetWindowsHookEx\w*\(\s*WH_KEYBOARD",
+          r"(?P<noun>\bkey\s?-?loggers?\b|\bkeystroke\s+logg(?:er|ing)\b)|\bGetAsyncKeyState\b|SetWindowsHookEx\w*\(\s*WH_KEYBOARD",
           ("keylog", "key log", "key-log", "keystroke", "getasynckeystate", "wh_keyboard")),
     _rule(UNSAFE, "malware: ransomware",
-          r"\bransomware\b|\byour\s+files\s+(?:have\s+been|are)\s+encrypted\b|\bransom\s+note\b|\bpay\s+(?:the\s+)?ransom\b",
+          r"(?P<noun>\bransomware\b)|\byour\s+files\s+(?:have\s+been|are)\s+encrypted\b|\bransom\s+note\b|\bpay\s+(?:the\s+)?ransom\b",
           ("ransom", "files have been encrypted", "files are encrypted")),
     # safety bypass
     _rule(UNSAFE, "safety bypass: ignore previous instructions",
@@ -196,6 +188,12 @@ def evaluate(skill: ParsedSkill) -> list[Finding]:
     return _limit(findings, md_path)
 
 
+# A skill's name, description, tags or a heading: a malware family named there is what the skill is about
+# ("name: ransomware-ir-guide", "## Keylogger detection"), as often a defence as not; the same noun in a
+# step, or a ransom note's wording anywhere, still counts (red-team set 11's Korean incident-response guide).
+_TOPIC_LINE = re.compile(r"[ \t]*(?:(?:name|description|title|tags|keywords|summary)[ \t]*:|#{1,6}[ \t])", re.I)
+
+
 def _unsafe(doc: SkillDoc, out: list[Finding]) -> None:
     if not doc.text:
         return
@@ -205,6 +203,8 @@ def _unsafe(doc: SkillDoc, out: list[Finding]) -> None:
             continue
         for m in rule.pattern.finditer(doc.text):
             if rule.guarded and cautioned(doc, m.start(), m.end()):
+                continue
+            if m.groupdict().get("noun") and _TOPIC_LINE.match(doc.text, doc.line_at(m.start())[0]):
                 continue
             out.append(Finding(rule.kind, rule.reason, clip(m.group(0)), doc.line_no(m.start()), doc.path))
     if any(n in low for n in _CRED_READ.needles):

@@ -41,6 +41,17 @@ def _unspliced(text: str) -> str:
     return "".join(out)
 
 
+def _unescaped_quotes(text: str) -> str:
+    """`text` with each backslash before a double quote moved to the end of its line as a space: the quotes
+    read as the program's string holds them, and every line keeps its length, so every line start stays."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if '\\"' in line:
+            n = line.count('\\"')
+            lines[i] = line.replace('\\"', '"') + " " * n
+    return "\n".join(lines)
+
+
 class ScannedFile:
     """One file's text with its line index and, for Markdown, its fences and headings."""
 
@@ -59,6 +70,10 @@ class ScannedFile:
         if self.is_script and ('""' in self.norm or "''" in self.norm or "\"'" in self.norm or "'\"" in self.norm):
             # a word cut by an empty pair of quotes reads whole (`"$HOME/.s""sh"`, `authorized""_keys`)
             self.norm = _unspliced(self.norm)
+        if self.is_script and '\\"' in self.norm:
+            # a command quoted inside a program's string reads as written: `"sh -c \"$(curl …)\""` is
+            # `sh -c "$(curl …)"` (red-team set 11's fetcher)
+            self.norm = _unescaped_quotes(self.norm)
         self.low = self.norm.lower()
         self.ascii = self.norm.isascii()
         self.starts = line_starts(text)

@@ -273,7 +273,11 @@ def _parse_rules(data: dict) -> RuleSet:
     ctx = data.get("context", {})
 
     def words(key: str) -> re.Pattern:
-        return re.compile(r"(?<!\w)(?:" + "|".join(ctx.get(key, ["(?!)"])) + r")(?!\w)", re.IGNORECASE)
+        # `<key>_joined`: the same labels in languages that write words together (Chinese, Japanese) or join
+        # particles to them (Korean), matched inside a run of letters
+        joined = ctx.get(key + "_joined", [])
+        return re.compile(r"(?<!\w)(?:" + "|".join(ctx.get(key, ["(?!)"])) + r")(?!\w)"
+                          + ("|(?:" + "|".join(joined) + ")" if joined else ""), re.IGNORECASE)
 
     return RuleSet(
         rules=tuple(rules), allowlist=tuple(allow), throwaway=throwaway,
