@@ -351,6 +351,8 @@ def _scan_doc(rs: RuleSet, doc: ScannedFile) -> list[Finding]:
         low = layer.text.lower()
         for rule, level, _start, _end, note in _matches(rs, layer.text, low, line_starts(layer.text), layer.text.isascii(),
                                                         doc.is_script, name, decoded=True):
+            if rule.kind == "text" and layer.text[_start:_end] in doc.norm:
+                continue  # a phrase that stands whole in the file was judged there, example or not (a usage text's pieces)
             add(rule, level, idx, doc.norm[layer.start:layer.end], layer.chain, layer.text, layer.start, layer.end, note)
     out.sort(key=lambda f: (f.line, f.rule_id))
     return out
