@@ -5,10 +5,11 @@ each finding as a verdict with its reason). Kinds:
 
 * "unreadable": SKILL.md could not be decoded (`skill.unreadable_reason`); nothing else is checked.
 * "unsafe": credential exfiltration, destructive host commands, malware (keyloggers, ransomware) and
-  attempts to switch off the agent's safety rules. Reverse shells are the safety scan's (`shell.reverse`,
-  `shell.reverse-streams`), which tells a cheat sheet's labelled examples from a setup step. Cryptocurrency miners are the
-  safety scan's (`abuse.cryptominer`, held; `abuse.cryptominer-hidden`, unsafe): a miner's name
-  alone, as in a rig owner's dashboard, is no verdict.
+  attempts to switch off the agent's safety rules. Reverse shells are the safety scan's
+  (`shell.reverse`, `shell.reverse-streams`), which tells a cheat sheet's labelled examples from a
+  setup step. Cryptocurrency miners are the safety scan's too (`abuse.cryptominer`, held;
+  `abuse.cryptominer-hidden`, unsafe): a miner's name alone, as in a rig owner's dashboard, is no
+  verdict.
 * "private": the skill needs something a public task cannot have: secrets or API keys, hosts on
   private networks, or a (paid) account/login.
 * "non_actionable": nothing a terminal could carry out (persona or prompt text only); plain

@@ -1,5 +1,6 @@
 """One file of a skill as the safety scan reads it, Django-free: its text, a normalised copy to match
-on (shell line continuations joined, words cut by empty quotes read whole, offsets kept), its line
+on (shell line continuations joined; in programs, words cut by empty quotes read whole and escaped
+quotes read as quotes; every line start kept), its line
 index, whether it is a program, data or Markdown, and, built on first use, its fences and headings.
 
 `skill_safety` matches the rules on it; `skill_safety_examples` asks it where a match stands

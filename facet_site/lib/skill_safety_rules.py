@@ -1,7 +1,8 @@
 """The safety rule file (safety_rules.toml) parsed into compiled rules, and URL classes, Django-free.
 
 `load_rules()` reads and checks the rule file: every rule needs an id, a level, patterns that
-compile, and at least one bad and one good example. `classify_url()` puts an installer URL into
+compile, and at least one bad and one good example; a `{{name}}` in a pattern is the file's `[shared]`
+pattern of that name. `classify_url()` puts an installer URL into
 the classes the rules' `url_levels` speak of. The scanner itself is `facet_site.lib.skill_safety`.
 """
 from __future__ import annotations
@@ -122,7 +123,7 @@ def _default_rules() -> RuleSet:
 
 
 # `{{name}}` in a rule's pattern stands for the rule file's `[shared]` pattern of that name, so that a
-# list two rules both need (a chat bot's endpoint, an order to keep something from the user in six
+# list two rules both need (a chat bot's endpoint, an order to keep something from the user in nine
 # languages) is written once. A regex's own braces are `{2}` or `\{\{`, never a doubled brace around a name.
 _SHARED_REF = re.compile(r"(?<!\\)\{\{([a-z][a-z0-9_]*)\}\}")
 
