@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from facet_site.lib import skill_requirements
-from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, line_of
+from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, is_program, line_of
 from facet_site.lib.skillformat import ParsedSkill
 
 _PRIVATE_HOST = re.compile(
@@ -52,6 +52,15 @@ _STARTS_SERVER = re.compile(
     r"|\brun\s+(?:the\s+|your\s+own\s+)?(?:[\w.-]+\s+){0,2}?(?:server\s+|service\s+|instance\s+)?locally\b",
     re.I,
 )
+# A server of the user's reached over SSH, named by a placeholder the user fills in: `ssh user@host`,
+# `scp file <user>@<server>:`, `sshpass -p … ssh root@your-server`, `ssh "$HOST"`; and a skill script given
+# `<host>` when the skill's programs run ssh (`ssh-key-setup.sh deploy <host> [user]`, the ninth blind check).
+_SSH_TO_PLACEHOLDER = re.compile(
+    r"\b(?:ssh|scp|sftp|rsync|sshpass|ssh-copy-id|mosh)\b[^\n`]{0,120}?(?:<(?:user@)?(?:host|server|hostname|ip|remote|vps)"
+    r"[\w-]{0,20}>|(?<![\w.-])[\w$<>{}-]{1,30}@(?:host|server|hostname|remote|vps|your[-_][\w-]{1,30}|<[^>\n]{1,30}>"
+    r"|\$\{?\w{1,30}\}?)(?![\w.-])|\$\{?(?:HOST|SERVER|REMOTE|SSH_HOST|TARGET_HOST)\w{0,20}\}?)", re.I)
+_HOST_ARGUMENT = re.compile(r"\.(?:sh|py)\b[^\n`]{0,60}?\s<(?:host|server|hostname|ip)>", re.I)
+_RUNS_SSH = re.compile(r"^[^#\n]*\b(?:ssh|sshpass|ssh-copy-id|scp)\s", re.M)
 _PROXY_OPTION = re.compile(r"\bproxy\b", re.I)
 # A loopback URL on a line about an OAuth redirect or callback ("Redirect URI: http://localhost:3000/callback"):
 # a sign-in, reported as such rather than as a private host.
@@ -94,6 +103,13 @@ def host_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding]) 
             if _LOOPBACK.match(host) and _PROXY_OPTION.search(re.sub(r"\S*" + re.escape(m.group(0)) + r"\S*", " ", line_of(doc, m.start()))):
                 continue  # "--proxy: Proxy URL (e.g., http://localhost:7890)": where the user's own proxy would be, if any
             out.append(Finding(PRIVATE, "uses a private network host", clip(m.group(0)), doc.line_no(m.start()), doc.path))
+    ssh = next(((doc, m) for doc in docs for m in _SSH_TO_PLACEHOLDER.finditer(doc.text)), None)
+    if ssh is None and any(_RUNS_SSH.search(f.text or "") for f in skill.files if f.text and is_program(f.path, f.text)):
+        ssh = next(((doc, m) for doc in docs for m in _HOST_ARGUMENT.finditer(doc.text)), None)
+    if ssh is not None:
+        doc, m = ssh
+        out.append(Finding(PRIVATE, "works on the user's own server over SSH", clip(line_of(doc, m.start()).strip()),
+                           doc.line_no(m.start()), doc.path))
     for doc in docs:
         if (m := next((m for m in _LAN_DEVICE.finditer(doc.text) if not _refused(doc, m.start())), None)):
             out.append(Finding(PRIVATE, "uses a private network host", clip(line_of(doc, m.start()).strip()),
