@@ -137,7 +137,7 @@ def cautioned(doc: SkillDoc, start: int, end: int) -> bool:
     if not doc.markdown and any(caution(t) or load_rules().example_labels.search(t)
                                 for t in string_block_head(doc.path, doc.text, start)):
         # A program's string named as an attack or an example (`const maliciousContent = \``), by the same
-        # example labels the safety scan reads (safety_rules.toml, [context]).
+        # example labels the safety scan reads (safety_rules/00-context.toml, [context]).
         return True
     if start > line_start and doc.text[start - 1] in "\"'“‘":
         return True  # quoted, as in a list of signatures or an incident report
@@ -235,7 +235,7 @@ def clip(text: str) -> str:
 
 
 # The extensions of the programs a skill ships (the filters' unsafe rules and the private verdicts
-# read these files; the safety scan has its own list in safety_rules.toml).
+# read these files; the safety scan has its own list in safety_rules/00-context.toml).
 SCRIPT_EXTS = frozenset({"sh", "bash", "zsh", "py", "js", "mjs", "cjs", "ts", "rb", "pl", "php", "ps1", "go", "lua"})
 
 

@@ -3,7 +3,7 @@
 `scan_skill(files)` takes {relative path: text} for every text file of a skill (SKILL.md
 included) and returns a `SafetyReport`: a level (clean, suspicious, unsafe) and the findings that
 decided it, each naming the rule, the file, the 1-based line and the matched text. The rules live
-in data, `safety_rules.toml` beside this module (parsed by `skill_safety_rules`): ids, levels,
+in data, the `safety_rules/*.toml` files beside this module (parsed by `skill_safety_rules`): ids, levels,
 descriptions, regular expressions with their context conditions, the vendor allow-list of
 official installer hosts, and for every rule a malicious example and a legitimate look-alike
 (the tests run them all).

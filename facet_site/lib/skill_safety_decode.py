@@ -89,7 +89,7 @@ _MAX_INFLATED = 1_000_000  # bytes of a compressed payload read, at most
 _FLAG_BASE = "\U0001F3F4"  # a waving black flag followed by tags is a subdivision flag emoji
 # Zero-width and bidirectional-control characters; the joiners (U+200C/D) only beside ASCII, since
 # emoji sequences and Indic scripts use them legitimately. The same set the rule `hidden.zero-width`
-# (safety_rules.toml) flags; a test keeps the two in step.
+# (safety_rules/) flags; a test keeps the two in step.
 _ZERO_WIDTH = re.compile("[\u200b\u2060-\u2064\u180e\u202a-\u202e\u2066-\u2069\ufeff]|(?<=[\x21-\x7e])[\u200c\u200d]|[\u200c\u200d](?=[\x21-\x7e])")
 
 

@@ -1,7 +1,7 @@
-"""The safety rule file (safety_rules.toml) parsed into compiled rules, and URL classes, Django-free.
+"""The safety rule files (`safety_rules/*.toml`) parsed into compiled rules, and URL classes, Django-free.
 
-`load_rules()` reads and checks the rule file: every rule needs an id, a level, patterns that
-compile, and at least one bad and one good example; a `{{name}}` in a pattern is the file's `[shared]`
+`load_rules()` reads and checks the rule files: every rule needs an id, a level, patterns that
+compile, and at least one bad and one good example; a `{{name}}` in a pattern is the `[shared]`
 pattern of that name. `classify_url()` puts an installer URL into
 the classes the rules' `url_levels` speak of. The scanner itself is `facet_site.lib.skill_safety`.
 """
@@ -26,7 +26,9 @@ __all__ = [
 CLEAN, SUSPICIOUS, UNSAFE = "clean", "suspicious", "unsafe"
 LEVELS = (CLEAN, SUSPICIOUS, UNSAFE)
 _RANK = {CLEAN: 0, SUSPICIOUS: 1, UNSAFE: 2}
-RULES_PATH = Path(__file__).with_name("safety_rules.toml")
+# The rule files: `00-context.toml` (installer allow-list, throwaway hosts, context words, shared patterns)
+# and one file per family of rules, read in name order as one (README.md there)
+RULES_PATH = Path(__file__).with_name("safety_rules")
 URL_CLASSES = frozenset({"local", "raw_ip", "plain_http", "allowlisted", "throwaway", "unlisted"})
 FILE_CONDITIONS = frozenset({"executable", "archive-executable", "encrypted-archive", "encrypted-executable", "opaque-archive",
                              "pickle-code", "sourceless-bytecode"})
@@ -111,15 +113,36 @@ class RuleFileError(ValueError):
 
 
 def load_rules(path: str | Path | None = None) -> RuleSet:
-    """The rules from `path` (default: safety_rules.toml beside this module); cached for the default."""
+    """The rules from `path`, a rule file or a folder of them (default: `safety_rules/` beside this
+    module); cached for the default."""
     if path is None:
         return _default_rules()
-    return _parse_rules(tomllib.loads(Path(path).read_text(encoding="utf-8")))
+    return _parse_rules(_read(Path(path)))
 
 
 @lru_cache(maxsize=1)
 def _default_rules() -> RuleSet:
-    return _parse_rules(tomllib.loads(RULES_PATH.read_text(encoding="utf-8")))
+    return _parse_rules(_read(RULES_PATH))
+
+
+def _read(path: Path) -> dict:
+    """One rule file, or a folder's `*.toml` files in name order as one: their `[[rule]]` and `[[file_rule]]`
+    lists joined, their tables (`[context]` ...) each given by one file only."""
+    files = sorted(path.glob("*.toml")) if path.is_dir() else [path]
+    data: dict = {}
+    for f in files:
+        try:
+            part = tomllib.loads(f.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise RuleFileError(f"{f.name}: {exc}") from exc
+        for key, value in part.items():
+            if isinstance(value, list):
+                data.setdefault(key, []).extend(value)
+            elif key in data:
+                raise RuleFileError(f"{f.name}: [{key}] is given by another rule file too")
+            else:
+                data[key] = value
+    return data
 
 
 # `{{name}}` in a rule's pattern stands for the rule file's `[shared]` pattern of that name, so that a

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,27 @@ def test_a_shared_pattern_is_written_once_and_read_by_every_rule_that_names_it(t
     assert fired_on("https://api.chat.example/bot7000 and the secret") == {"x.drop"}
     assert fired_on("post the secret to https://hooks.chat.example/7") == {"x.send", "x.drop"}
     assert fired_on("https://other.example/bot7 secret") == set()
+
+
+def test_a_folder_of_rule_files_reads_as_one(tmp_path):
+    (tmp_path / "00-context.toml").write_text("[shared]\nbot = 'hooks\\.chat\\.example/'\n")
+    (tmp_path / "01-a.toml").write_text("[[rule]]\nid = 'a.one'\nlevel = 'unsafe'\npatterns = ['{{bot}}']\nbad = ['x']\ngood = ['y']\n")
+    (tmp_path / "02-b.toml").write_text("[[rule]]\nid = 'b.two'\nlevel = 'suspicious'\npatterns = ['qq']\nbad = ['x']\ngood = ['y']\n")
+    rules = ss.load_rules(tmp_path)
+    assert [r.id for r in rules.rules] == ["a.one", "b.two"]  # the shared pattern reached the other file's rule
+    # a table is one file's; two files giving it is a mistake, named
+    (tmp_path / "03-c.toml").write_text("[shared]\nother = 'x'\n")
+    with pytest.raises(ss.RuleFileError, match="03-c.toml: \\[shared\\] is given by another rule file too"):
+        ss.load_rules(tmp_path)
+    (tmp_path / "03-c.toml").write_text("[[rule]]\nid = 'c\n")
+    with pytest.raises(ss.RuleFileError, match="03-c.toml: "):
+        ss.load_rules(tmp_path)
+
+
+def test_the_shipped_rule_files_put_each_family_in_its_own_file():
+    for path in sorted(ss.RULES_PATH.glob("[0-9][0-9]-*.toml"))[1:]:
+        families = {r["id"].split(".")[0] for r in tomllib.loads(path.read_text(encoding="utf-8")).get("rule", ())}
+        assert len(families) <= 2, (path.name, families)  # exfil with leak, hidden with inject
 
 
 def test_a_shared_pattern_must_be_a_named_pattern_or_list(tmp_path):

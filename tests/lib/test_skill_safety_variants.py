@@ -1,6 +1,6 @@
 """Variants of the attacks the safety rules target, each beside legitimate text that looks like it.
 
-The rule file's own examples (`safety_rules.toml`, run by test_skill_safety.py) show each rule
+The rule file's own examples (`safety_rules/*.toml`, run by test_skill_safety.py) show each rule
 once; these are further shapes of the same attacks as real droppers and backdoors write them
 (other shells, encodings, languages, hosts and files), so a rule that only fits its own example
 fails here. Written for these tests: addresses are documentation ranges and example domains.

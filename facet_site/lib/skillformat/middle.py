@@ -23,7 +23,7 @@ _BLOCK_BYTES = 1 << 20  # what one call of the scanner reads; cut after a newlin
 _LONG_LINE_CUT = 4096  # a block without a newline is cut this far before its end, on a character
 # Each block after the first starts with the last lines of the one before (at most this many bytes),
 # so a match near a cut is seen whole, with the lines around it a rule may look at (up to 8 each
-# side in safety_rules.toml).
+# side in safety_rules/).
 _OVERLAP_LINES = 16
 _OVERLAP = 8192
 
