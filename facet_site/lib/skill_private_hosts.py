@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from facet_site.lib import skill_requirements
-from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, is_program, line_of
+from facet_site.lib.skill_findings import PRIVATE, Finding, SkillDoc, clip, line_of, program_docs
 from facet_site.lib.skillformat import ParsedSkill
 
 _PRIVATE_HOST = re.compile(
@@ -104,7 +104,7 @@ def host_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding]) 
                 continue  # "--proxy: Proxy URL (e.g., http://localhost:7890)": where the user's own proxy would be, if any
             out.append(Finding(PRIVATE, "uses a private network host", clip(m.group(0)), doc.line_no(m.start()), doc.path))
     ssh = next(((doc, m) for doc in docs for m in _SSH_TO_PLACEHOLDER.finditer(doc.text)), None)
-    if ssh is None and any(_RUNS_SSH.search(f.text or "") for f in skill.files if f.text and is_program(f.path, f.text)):
+    if ssh is None and any(_RUNS_SSH.search(d.text) for d in program_docs(skill)):
         ssh = next(((doc, m) for doc in docs for m in _HOST_ARGUMENT.finditer(doc.text)), None)
     if ssh is not None:
         doc, m = ssh
