@@ -20,37 +20,32 @@ _SHEBANG = re.compile(r"\A#!\s*\S*(?:sh|python\d?|node|perl|ruby|env\s+\w+)\b")
 # Shell and Python join quoted pieces written side by side: `.s""sh` is `.ssh`. Only a pair between
 # two characters of a path or a word counts (`print("")`'s pair has a parenthesis on either side).
 _SPLICE = re.compile(r"""(?<=[\w./$-])(?:""|''|"'|'")(?=[\w./-])""")
+_ESCAPED_QUOTE = re.compile(r'\\"')
+
+
+def _moved_to_line_end(text: str, pattern: re.Pattern, repl: str, filler: str = "") -> str:
+    """`text` with each match of `pattern` (within a line) replaced by `repl`, and what that took out put
+    back at the end of the match's line: the matched text itself, or `filler` for each character taken.
+    Every line keeps its length, so every line start and every offset before the first match stays."""
+    if not pattern.search(text):
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if pattern.search(line):
+            new = pattern.sub(repl, line)
+            lines[i] = new + (filler * (len(line) - len(new)) if filler else "".join(pattern.findall(line)))
+    return "\n".join(lines)
 
 
 def _unspliced(text: str) -> str:
-    """`text` with each such pair moved to the end of its line: the words read whole, and the line
-    keeps its length, so every offset outside it stays."""
-    lines: dict[int, int] = {}  # line start -> line end, for the lines holding a pair
-    for m in _SPLICE.finditer(text):
-        start = text.rfind("\n", 0, m.start()) + 1
-        if start not in lines:
-            end = text.find("\n", m.end())
-            lines[start] = len(text) if end < 0 else end
-    if not lines:
-        return text
-    out, last = [], 0
-    for start, end in sorted(lines.items()):
-        line = text[start:end]
-        out += [text[last:start], _SPLICE.sub("", line), "".join(_SPLICE.findall(line))]
-        last = end
-    out.append(text[last:])
-    return "".join(out)
+    """`text` with each empty pair of quotes inside a word moved to the end of its line: the words read whole."""
+    return _moved_to_line_end(text, _SPLICE, "")
 
 
 def _unescaped_quotes(text: str) -> str:
     """`text` with each backslash before a double quote moved to the end of its line as a space: the quotes
-    read as the program's string holds them, and every line keeps its length, so every line start stays."""
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        if '\\"' in line:
-            n = line.count('\\"')
-            lines[i] = line.replace('\\"', '"') + " " * n
-    return "\n".join(lines)
+    read as the program's string holds them."""
+    return _moved_to_line_end(text, _ESCAPED_QUOTE, '"', filler=" ")
 
 
 class ScannedFile:
