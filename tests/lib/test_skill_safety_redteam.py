@@ -82,8 +82,9 @@ FLOORS = {
     # (safety_redteam_set10_blind.json)
     "set10": (31, 36, 24, 24),
     # written 2026-12-07 (stop 40), after set 10's fixes; scored once at 21 of 38 and 18 of 22 at the session's
-    # start and 22 of 38 and 18 of 22 after set 10's fixes (safety_redteam_set11_blind.json)
-    "set11": (33, 38, 21, 22),
+    # start and 22 of 38 and 18 of 22 after set 10's fixes (safety_redteam_set11_blind.json); since stop 41 also
+    # the credentials object in an analytics event, a Lua plugin loading what it fetched, a Bcc from its own settings
+    "set11": (36, 38, 21, 22),
 }
 
 
