@@ -42,8 +42,13 @@ OPTIONAL = re.compile(
     r"\b(?:optional(?:ly)?|if\s+you\s+(?:have|want|prefer)|if\s+(?:available|set|provided|present|configured|needed)"
     r"|not\s+(?:required|needed|necessary|mandatory)|for\s+(?:higher|better|increased)\s+(?:rate\s+)?limits?"
     r"|to\s+unlock|recommended\s+but|can\s+be\s+omitted|falls?\s+back|opcional|facultati(?:f|ve)|optionnel(?:le)?)\b"
+    # one feature's extra key, not the skill's: "Syncing to Notion requires an additional API key",
+    # "Notion 同步需要额外配置 API key" (the ninth blind check's journal skill)
+    r"|\b(?:sync(?:ing)?|exports?|exporting|uploads?|uploading|notifications?|integrations?|backups?|publishing)\b"
+    r"[^.\n]{0,40}?\b(?:needs|requires|uses)\s+(?:an?\s+)?(?:additional|extra|separate)\b"
     # Chinese and Japanese have no word boundaries to anchor on
-    r"|可选|选填|非必需|非必须|不是必须|不设置也|如果(?:你)?有|若有|任意|オプション|省略可",
+    r"|可选|选填|非必需|非必须|不是必须|不设置也|如果(?:你)?有|若有|任意|オプション|省略可"
+    r"|(?:同步|推送|通知|导出|上传|备份|集成|发布)(?:功能)?[^。\n]{0,6}?(?:需要|需)额外",
     re.I,
 )
 NO_KEY_PATH = re.compile(
@@ -73,6 +78,12 @@ _RESUMES = re.compile(r"\bif\s+you\s+(?:already\s+)?have\b[^.\n]{0,80}?\b(?:save
 FREE_TIER = re.compile(r"\bfree\s+(?:tier|plan|version|edition|mode|tools?)\b|^\s*\|\s*\**\s*free\s*\**\s*\|\s*\$?\s*0\b",
                        re.I | re.M)
 _LICENSE_NAME = re.compile(r"LICEN[CS]E", re.I)
+# The agent gets the key by registering itself: a registration call (`curl -X POST https://…/agents/register`) with,
+# within a few lines, a response that holds the key (`"api_key": "…"`). Nothing of the user's is needed for it.
+_REGISTRATION = re.compile(r"https?://[^\s\"'`]{1,200}?/(?:agents?/|v\d/)*(?:register|signup|sign-up|sign_up|enroll|onboard)\b"
+                           r"(?![^\n]{0,80}\b(?:your|the\s+user'?s)\s+(?:email|phone|card|account)\b)", re.I)
+_KEY_IN_RESPONSE = re.compile(r"[\"'](?:api_?key|apiKey|access_?token|accessToken|agent_?token|token)[\"']\s*:", re.I)
+_REGISTRATION_LINES = 25
 # The one vocabulary of need, for credentials here and for accounts and logins in skill_private: a word
 # that says something is needed; the words of a heading (or a list's lead-in) over what a skill
 # needs; a line ending in a colon that leads into such a list ("**You'll need:**", "Required:").
@@ -447,6 +458,8 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]],
                 break
         if not why and no_key[2]:
             why = f"the skill has a no-key path: “{no_key[2]}” (line {no_key[1]})"
+        if not why and (reg := _self_registration(lines, own_paths, req.name)):
+            why = f"the agent registers itself for the key: “{reg}”"
         if not why and _LICENSE_NAME.search(req.name) and (free := next(
                 (ln for p, _, ln in lines if p in own_paths and FREE_TIER.search(ln)), None)):
             # a licence key unlocks the paid tiers; the free tier does the skill's work without one
@@ -454,3 +467,21 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]],
         items.append(replace(req, required=not why, optional_because=why))
     # A variable named both in the frontmatter and in prose: one requirement, the first found.
     return Requirements(items=tuple(items), no_key_path=bool(no_key[2]), no_key_evidence=no_key[2], no_key_line=no_key[1])
+
+
+def _self_registration(lines: list[tuple[str, int, str]], own_paths: set[str], name: str) -> str:
+    """The registration address, when the skill's own text shows the agent registering itself and the
+    response carrying the key, and the key is `name` (an unnamed "API key", a variable named within the
+    registration's lines, or one whose first word is in the address: MOLTBOOK_API_KEY for moltbook.com)."""
+    own = [ln for p, _, ln in lines if p in own_paths]
+    for i, line in enumerate(own):
+        if not (m := _REGISTRATION.search(line)):
+            continue
+        window = own[max(0, i - 3):i + _REGISTRATION_LINES]
+        if not any(_KEY_IN_RESPONSE.search(w) for w in window):
+            continue
+        prefix = name.split("_")[0].lower()
+        if name == "API key" or any(name in w for w in window) or (len(prefix) > 3 and prefix in m.group(0).lower()):
+            return _clip(m.group(0))
+    return ""
+
