@@ -48,6 +48,8 @@ class Layer:
 
 # 16 characters and up: 12 bytes, as short as an address hidden alone (`MTk4LjUxLjEwMC4yMw==` is 198.51.100.23)
 _B64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=_-])")
+# two lines or more of base64 alone, each but the last at least 40 characters, in quotes or not
+_WRAPPED_B64 = re.compile(r"""(?m)(?:^[ \t]*["']?[A-Za-z0-9+/]{40,}["']?[ \t]*\\?[ \t]*\r?\n){1,4000}[ \t]*["']?[A-Za-z0-9+/]{4,}={0,2}["']?(?=[ \t]*\\?[ \t]*(?:\r?\n|$))""")
 _HEX_ESC = re.compile(r"(?:\\x[0-9a-fA-F]{2}){6,}")
 _UNICODE_ESC = re.compile(r"(?:\\u00[0-7][0-9a-fA-F]){6,}")
 _HEX_BARE = re.compile(r"(?:[0-9a-fA-F]{2}){10,}")
@@ -78,8 +80,9 @@ _NUMBER_ARRAY = re.compile(r"(?<![\w.])(?:(?:0x[0-9a-fA-F]{1,2}|\d{1,3})\s*,\s*)
 _NAMES_ROT13 = re.compile(r"rot[_-]?13|charCodeAt\(\s*0?\s*\)\s*\+\s*13\b|\+\s*13\s*\)\s*%\s*26\b|N-ZA-Mn-za-m|n-za-mN-ZA-M", re.I)
 # String reversal as programs write it (not a list's .reverse(), which reverses no text)
 _REV_PIPE_HINTS = ("| rev", "|rev", "rev |", "rev|")  # looked for before _REV_PIPE
-_REVERSED_HERE = re.compile(r"""\s*(?:\[::-1\]|\.split\(\s*(?:''|"")\s*\)\s*\.reverse\(\))""")
-_STRING_REVERSAL = re.compile(r"""\.split\(\s*(?:''|"")\s*\)\s*\.reverse\(\)|\bstrrev\(|\bStrReverse\(""")
+# (Lua turns a string round with its method, `("…"):reverse()`, or `string.reverse(s)`: red-team set 12's env loader)
+_REVERSED_HERE = re.compile(r"""\s*(?:\[::-1\]|\.split\(\s*(?:''|"")\s*\)\s*\.reverse\(\)|\)?\s*:\s*reverse\(\))""")
+_STRING_REVERSAL = re.compile(r"""\.split\(\s*(?:''|"")\s*\)\s*\.reverse\(\)|\bstrrev\(|\bStrReverse\(|\bstring\.reverse\(""")
 _REV_PIPE = re.compile(r"\|\s*rev\b|\brev\s*\|")
 # String literals, paired left to right (so the code between two strings is never read as one)
 _LITERAL = re.compile(r"""(['"])((?:\\.|(?!\1)[^\\\n])*)\1""")
@@ -171,13 +174,13 @@ def _decodings(text: str):
         yield from _number_arrays(text, shifts, lambda c, shift: c + shift, "codes shifted by {:+d}")
     # a string turned round where it stands (`'...'[::-1]`), or any string of a text that turns strings
     # round (`x.split('').reverse().join('')`, `strrev(`, `StrReverse(`; a list's `[::-1]` is not one)
-    every = any(h in text for h in (".reverse()", "strrev(", "StrReverse(")) and bool(_STRING_REVERSAL.search(text))
+    every = any(h in text for h in (".reverse()", "strrev(", "StrReverse(", "string.reverse(")) and bool(_STRING_REVERSAL.search(text))
     if "13" in text and _NAMES_ROT13.search(text):
         for m in _literals(text)[:budget]:
             yield "rot13", m.start(2), m.end(2), codecs.decode(m.group(2), "rot13")
             if every:  # both at once: `r13(s.split("").reverse().join(""))`
                 yield "rot13, reversed", m.start(2), m.end(2), codecs.decode(m.group(2)[::-1], "rot13")
-    if every or "[::-1]" in text:
+    if every or "[::-1]" in text or ":reverse()" in text:
         for m in _literals(text)[:budget]:
             if every or _REVERSED_HERE.match(text, m.end()):
                 yield "reversed", m.start(2), m.end(2), m.group(2)[::-1]
@@ -194,6 +197,14 @@ def _decodings(text: str):
                 continue
             if decoded:
                 yield "base85", m.start(2), m.end(2), decoded
+    if "\n" in text:
+        for m in _WRAPPED_B64.finditer(text):
+            # base64 wrapped over lines (a YAML folded scalar, a PEM-like block, a string continued with `\`):
+            # each line alone is a fragment of compressed bytes, read whole it is the payload
+            kind, decoded = _b64(re.sub(r"[^A-Za-z0-9+/=]", "", m.group(0)))
+            budget -= 1
+            if decoded:
+                yield f"{kind} (wrapped over lines)", m.start(), m.end(), decoded
     for m in _B64.finditer(text):
         token = m.group(0)
         if budget <= 0:
