@@ -63,6 +63,9 @@ def shapes(rng: random.Random, scale: int) -> dict[str, dict[str, str]]:
             f"var a{i}=function(b,c){{return b+c*{i}}}" for i in range(15_000 * scale))},
         "base64 data file, one line (0.5 MB)": {"assets/data.txt": blob},
         "data URI image in SKILL.md (0.5 MB)": {"SKILL.md": FRONT + "![map](data:image/png;base64," + blob + ")\n"},
+        # base64 wrapped at 76 columns (MIME, PEM), which the decoder reads whole since stop 41
+        "base64 wrapped at 76 columns (0.5 MB)": {"assets/cert.pem": "\n".join(
+            blob[i:i + 76] for i in range(0, len(blob), 76)) + "\n"},
         "random printable text (1 MB)": {"logs/sample.log": "\n".join(
             "".join(rng.choice(string.printable) for _ in range(200)) for _ in range(5_000)) * scale},
         "pipe-to-shell lines (5,000)": {"SKILL.md": FRONT + "\n".join(

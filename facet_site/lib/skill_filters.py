@@ -147,6 +147,9 @@ _RUNNABLE_LANGS = frozenset({
     "bash", "sh", "shell", "zsh", "console", "shell-session", "shellsession", "terminal", "fish", "ksh",
     "python", "py", "python3", "javascript", "js", "mjs", "typescript", "ts", "node", "ruby", "rb", "go", "rust",
     "sql", "powershell", "ps1", "pwsh", "perl", "php", "r", "lua", "makefile", "make", "dockerfile", "http", "bat", "cmd",
+    # code the agent writes into the user's project (a Swift fix in the tenth blind check's concurrency skill)
+    "swift", "kotlin", "kt", "java", "c", "cpp", "c++", "csharp", "cs", "c#", "scala", "dart", "elixir", "ex", "haskell",
+    "hs", "zig", "objc", "objective-c", "groovy", "clojure", "julia", "jsx", "tsx", "vue", "svelte",
 })
 _COMMON_CLIS = frozenset({
     "git", "gh", "npm", "npx", "pnpm", "yarn", "bun", "pip", "pip3", "pipx", "uv", "uvx", "python", "python3", "node",

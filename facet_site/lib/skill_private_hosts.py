@@ -2,8 +2,9 @@
 is one a public task cannot have.
 
 * URLs on private networks (10/8, 172.16/12, 192.168/16, `.internal`, `.local`, `.lan` ...) and loopback
-  URLs count; loopback only when the skill does not start the server itself, and one on a login
-  redirect or callback line is reported as a sign-in (OAuth) instead.
+  URLs count; loopback only when the skill does not start the server itself nor tests the user's own web app
+  (Playwright, Cypress, a `baseURL`: the app under development), and one on a login redirect or callback line
+  is reported as a sign-in (OAuth) instead.
 * A device given by address rather than URL (`"ip": "192.168.x.x"`, `--device 10.0.0.7`, `adb connect`),
   and a device the prose says to share a network with ("must be on the same network as Roon Core").
 * An address the skill says it turns away (an SSRF test list) is not a host it uses.
@@ -62,6 +63,9 @@ _SSH_TO_PLACEHOLDER = re.compile(
 _HOST_ARGUMENT = re.compile(r"\.(?:sh|py)\b[^\n`]{0,60}?\s<(?:host|server|hostname|ip)>", re.I)
 _RUNS_SSH = re.compile(r"^[^#\n]*\b(?:ssh|sshpass|ssh-copy-id|scp)\s", re.M)
 _PROXY_OPTION = re.compile(r"\bproxy\b", re.I)
+# A loopback URL in a skill that tests or explores the user's own web app (Playwright, Cypress, `codegen`, a
+# `baseURL`): the app under development, which a task's container runs as well (the tenth blind check's test planner).
+_APP_UNDER_TEST = re.compile(r"\b(?:playwright|cypress|puppeteer|selenium|webdriver|e2e|end-to-end|baseURL|base_url)\b", re.I)
 # A loopback URL on a line about an OAuth redirect or callback ("Redirect URI: http://localhost:3000/callback"):
 # a sign-in, reported as such rather than as a private host.
 _OAUTH_REDIRECT = re.compile(r"redirect|callback|oauth", re.I)
@@ -98,6 +102,8 @@ def host_findings(skill: ParsedSkill, docs: list[SkillDoc], out: list[Finding]) 
                     )
                 if starts_server:
                     continue  # the skill runs its own local server; a container can do the same
+                if _APP_UNDER_TEST.search(body):
+                    continue  # the user's app under test, served by the project the agent works in
             if _refused(doc, m.start()):
                 continue  # a URL the skill's own guard must turn away (an SSRF test), not a host it uses
             if _LOOPBACK.match(host) and _PROXY_OPTION.search(re.sub(r"\S*" + re.escape(m.group(0)) + r"\S*", " ", line_of(doc, m.start()))):
