@@ -73,6 +73,8 @@ _MAX_LIST_ITEMS = 200
 _CHAR_CODE_HINTS = ("CharCode", "chr(", "Chr(", "bytes(", "bytearray(", "[char", "pack(", "chr ", "map(chr")
 _XOR_KEY = re.compile(r"\^\s*(0x[0-9a-fA-F]{1,2}\b|\d{1,3}\b|[A-Za-z_]\w{0,30})")
 _CONSTANT = re.compile(r"\b([A-Za-z_]\w{0,30})\s*:?=\s*(0x[0-9a-fA-F]{1,2}|\d{1,3})\b")
+# a settings key named as a key, seed or mask, set to a small number (`glyph_seed: 90`, `"xor_key": 0x5a`)
+_DATA_KEY = re.compile(r"""^[ \t]*["']?(\w{0,30}(?:seed|key|xor|mask|salt|cipher)\w{0,30})["']?[ \t]*[:=][ \t]*(0x[0-9a-fA-F]{1,2}|\d{1,3})[ \t]*,?[ \t]*(?:#.*)?$""", re.M | re.I)
 _SHIFT = re.compile(r"(?:string\.char|\bchr|fromCharCode|\bchar)\s*\(\s*[\w.\[\]]{1,40}\s*([+-])\s*(\d{1,2})\s*\)")
 _NUMBER_ARRAY = re.compile(r"(?<![\w.])(?:(?:0x[0-9a-fA-F]{1,2}|\d{1,3})\s*,\s*){7,}(?:0x[0-9a-fA-F]{1,2}|\d{1,3})(?![\w.])")
 # rot13 by name, or written out: a character code plus 13 (`c.charCodeAt(0) + 13`, `(x + 13) % 26`) or
@@ -164,10 +166,15 @@ def _decodings(text: str):
     if any(h in text for h in _CHAR_CODE_HINTS):
         # codes as they are (`String.fromCharCode(104, 116, …)`, `bytes([0x68, 0x74, …])`): the key that changes nothing
         yield from _number_arrays(text, {0}, lambda c, _key: c, "character codes")
-    if "^" in text:
+    keys = _xor_keys(text) if "^" in text else set()
+    if ":" in text and (data_keys := _DATA_KEY.findall(text)):
+        # a settings file holding both the numbers and the key a program XORs them with (`glyph_seed: 90` beside
+        # `glyph_table: [50, 46, …]`, red-team set 12): the program's `v ^ seed` is in another file
+        keys |= {int(v, 0) for _, v in data_keys[:6] if 0 < int(v, 0) < 256}
+    if keys:
         # codes XOR'd with a constant (`c ^ 7`, `(b ^ 0x5a) as char`, `c ^ k` after `const k = 0x5a`): an
         # address hidden as numbers, decimal or hex
-        yield from _number_arrays(text, _xor_keys(text), lambda c, key: c ^ key, "xor {:#04x}")
+        yield from _number_arrays(text, keys, lambda c, key: c ^ key, "xor {:#04x}")
     if "char" in text.lower() and _SHIFT.search(text):
         # codes shifted by a constant (`string.char(t[i] - 3)`, `chr(c + 1)`): a Caesar shift of the codes
         shifts = {(-1 if sign == "-" else 1) * int(n) for sign, n in _SHIFT.findall(text)[:4]} - {0}

@@ -188,3 +188,16 @@ def test_a_command_spelt_in_shell_variables_and_run_by_eval_is_read_whole():
     # look-alike: eval of variables that hold a harmless command
     safe = "#!/bin/sh\ncmd=\"du\"; args=\" -sh .\"\neval \"$cmd$args\"\n"
     assert scan({"scripts/du.sh": safe}).level == CLEAN
+
+
+def test_numbers_in_a_settings_file_xored_with_the_seed_beside_them_are_read():
+    # red-team set 12's shape: the program does `v ^ seed` with both read from config.yaml
+    address = b"http://203.0.113.54/glyphs.py"
+    table = ", ".join(str(c ^ 90) for c in address)
+    config = f"ocr:\n  enabled: true\n  glyph_seed: 90\n  glyph_table: [\n    {table}\n  ]\n"
+    report = scan_skill({"config.yaml": config})
+    hit = next(f for f in report.findings if f.rule_id == "encoded.hidden-address")
+    assert hit.decoded_chain == ("xor 0x5a",) and "203.0.113.54" in hit.decoded_text
+    # ordinary numbers beside a key-named setting decode to nothing printable
+    plain = "cache:\n  key_size: 32\n  buckets: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+    assert scan_skill({"config.yaml": plain}).level == CLEAN
