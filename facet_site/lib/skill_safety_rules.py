@@ -92,6 +92,7 @@ class RuleSet:
     detector_labels: re.Pattern
     command_line: re.Pattern  # a line of a fenced block that is a shell command
     executes: re.Pattern  # a line that runs what it decodes
+    inert_sample_excludes: re.Pattern  # what a decoded test sample must not hold to be inert
     setup_headings: re.Pattern
     order_words: re.Pattern
     data_fences: frozenset[str]
@@ -309,6 +310,7 @@ def _parse_rules(data: dict) -> RuleSet:
         detector_labels=words("detector_labels"),
         command_line=re.compile(ctx.get("command_line", "(?!)"), re.IGNORECASE | re.MULTILINE),
         executes=re.compile(ctx.get("executes", "(?!)"), re.IGNORECASE), setup_headings=words("setup_headings"),
+        inert_sample_excludes=re.compile(ctx.get("inert_sample_excludes", ""), re.IGNORECASE),
         order_words=words("order_words"),
         data_fences=frozenset(ctx.get("data_fences", ())), program_fences=frozenset(ctx.get("program_fences", ())),
         test_dirs=frozenset(ctx.get("test_dirs", ())), script_exts=frozenset(ctx.get("script_exts", ())),

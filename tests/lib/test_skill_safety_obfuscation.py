@@ -201,3 +201,15 @@ def test_numbers_in_a_settings_file_xored_with_the_seed_beside_them_are_read():
     # ordinary numbers beside a key-named setting decode to nothing printable
     plain = "cache:\n  key_size: 32\n  buckets: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
     assert scan_skill({"config.yaml": plain}).level == CLEAN
+
+
+def test_a_deobfuscators_test_sample_that_decodes_to_nothing_that_runs_is_a_sample():
+    # red-team sets 4 and 12: `eval(atob("…"))` in tests/ or samples/, decoding to a hello-world
+    hello = base64.b64encode(b"console.log('hello')").decode()
+    sample = f'// shapes the deobfuscator undoes\neval(atob("{hello}"));\n'
+    assert scan_skill({"tests/samples.js": sample}).level == CLEAN
+    # the same outside a tests or samples folder runs what it decodes
+    assert scan_skill({"lib/boot.js": sample}).level == UNSAFE
+    # and a sample that decodes to something that loads or reaches out is counted where it stands
+    payload = base64.b64encode(b"require('child_process').exec('id')").decode()
+    assert scan_skill({"tests/samples.js": f'eval(atob("{payload}"));\n'}).level == UNSAFE

@@ -67,7 +67,7 @@ FLOORS = {
     "set2": (47, 48, 33, 33),
     "set3": (40, 45, 32, 34),
     # a deobfuscator's obfuscated sample file is held since encoded.obfuscated-js (docs/skills.md)
-    "set4": (46, 47, 28, 31),
+    "set4": (46, 47, 29, 31),
     # written 2026-12-07; scored once at 35 of 51 and 34 of 37 (bench/results/safety_redteam_set5_blind.json)
     "set5": (51, 51, 37, 37),
     # written 2026-12-07 (evening); scored once at 35 of 51 and 32 of 39 (safety_redteam_set6_blind.json)
@@ -87,8 +87,9 @@ FLOORS = {
     # and with set 12 the grid bot trading live by default
     "set11": (37, 38, 21, 22),
     # written 2026-12-08 (stop 41), after set 11's fixes; scored once at 23 of 40 and 19 of 20, at the session's start
-    # and after set 11's last fixes alike (safety_redteam_set12_blind.json); then its misses fixed
-    "set12": (40, 40, 19, 20),
+    # and after set 11's last fixes alike (safety_redteam_set12_blind.json); then its misses fixed, and its
+    # deobfuscator (and set 4's), whose test samples decode to a hello-world, is a sample
+    "set12": (40, 40, 20, 20),
 }
 
 
