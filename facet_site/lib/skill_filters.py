@@ -196,6 +196,13 @@ def evaluate(skill: ParsedSkill) -> list[Finding]:
 # ("name: ransomware-ir-guide", "## Keylogger detection"), as often a defence as not; the same noun in a
 # step, or a ransom note's wording anywhere, still counts (red-team set 11's Korean incident-response guide).
 _TOPIC_LINE = re.compile(r"[ \t]*(?:(?:name|description|title|tags|keywords|summary)[ \t]*:|#{1,6}[ \t])", re.I)
+# ... and in any other line the bare noun is a topic too unless the line asks to make, spread or run one ("write a
+# keylogger that mails the keystrokes", "deploy the ransomware to every share"): an incident-response guide's
+# "Ransomware encrypting production servers | SEV1" or "2. Identify ransomware variant" names the threat it meets
+# (the eleventh blind check's incident-response skill, rejected as malware before).
+_MAKES = re.compile(r"\b(?:write|writes|writing|create|build|make|develop|code|implement|compile|craft|generate|deploy|install"
+                    r"|spread|drop|plant|launch|run|execute|turn\s+\w+\s+into)\b(?![^\n]{0,20}\b(?:detect|scan|against|remov))"
+                    r"[^\n.;:|]{0,60}$", re.I)
 
 
 def _unsafe(doc: SkillDoc, out: list[Finding]) -> None:
@@ -208,7 +215,8 @@ def _unsafe(doc: SkillDoc, out: list[Finding]) -> None:
         for m in rule.pattern.finditer(doc.text):
             if rule.guarded and cautioned(doc, m.start(), m.end()):
                 continue
-            if m.groupdict().get("noun") and _TOPIC_LINE.match(doc.text, doc.line_at(m.start())[0]):
+            if m.groupdict().get("noun") and (_TOPIC_LINE.match(doc.text, doc.line_at(m.start())[0])
+                                               or not _MAKES.search(doc.text, doc.line_at(m.start())[0], m.start())):
                 continue
             out.append(Finding(rule.kind, rule.reason, clip(m.group(0)), doc.line_no(m.start()), doc.path))
     if any(n in low for n in _CRED_READ.needles):

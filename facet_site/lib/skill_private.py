@@ -92,6 +92,8 @@ _ACCOUNT_WORDS = tuple(
     )
 )
 _LOGIN_NOUNS = ("account", "subscription", "log", "sign")
+# "account" as a verb or in a phrase ("must account for", "take into account"; the eleventh blind check's security rules)
+_ACCOUNT_VERB = re.compile(r"\s+for\b")
 # `rbw login`, `$ gkeep login you@example.com`, `gh auth login`, `sudo tailscale login`; not a comment
 _LOGIN_COMMAND = re.compile(r"^\s*(?:\$\s+)?(?:sudo\s+)?[A-Za-z][\w.-]*\s+(?:auth\s+)?login\b(?![^\n]*--help)")
 # The same command in an inline code span, on a line that orders it or says it is needed
@@ -355,6 +357,8 @@ def _accounts(doc: SkillDoc, out: list[Finding], own: frozenset[str] = frozenset
         if m.start() and (low[m.start() - 1].isalnum() or low[m.start() - 1] == "_"):
             continue  # inside a longer word; checked here because a leading lookbehind defeats re's literal search
         word = m.group(0)
+        if word == "account" and (_ACCOUNT_VERB.match(low, m.end()) or low.endswith("into ", 0, m.start())):
+            continue  # "must account for these risks", "take into account": the verb, not a login
         line_start, line_end = doc.line_at(m.start())
         before = low[max(line_start, m.start() - 80):m.start()]
         cut = max(before.rfind(". "), before.rfind("! "), before.rfind("? "), before.rfind("; "))

@@ -1,7 +1,8 @@
-"""Verdicts for the shapes the tenth blind check found, the first drawn from Claude Code skill repositories on
-GitHub rather than ClawHub (docs/skills.md, "A tenth blind check"): one zero-width space left inside a word, a
-subagent dispatched with its permission checks off, a Swift fix as the skill's procedure, and the user's own web
-app under test on localhost. Each has a look-alike. Written for the tests; nothing is copied from a real skill."""
+"""Verdicts for the shapes the tenth and eleventh blind checks found, the first drawn from Claude Code skill
+repositories on GitHub rather than ClawHub (docs/skills.md, "A tenth blind check"): one zero-width space left
+inside a word, a subagent dispatched with its permission checks off, a Swift fix as the skill's procedure, the
+user's own web app under test on localhost, and "account" as a verb. Each has a look-alike. Written for the
+tests; nothing is copied from a real skill."""
 from __future__ import annotations
 
 from facet_site.lib import skill_safety as ss
@@ -57,3 +58,17 @@ def test_the_users_own_web_app_under_test_on_localhost_is_not_a_private_host(tmp
     # a service on the user's machine that the skill neither starts nor tests is still the user's own
     service = bash("curl http://localhost:8123/api/states -H \"Authorization: Bearer $HA_TOKEN\"")
     assert "uses a private network host" in reasons(evaluate(skill_from(tmp_path, service, name="ha")), PRIVATE)
+
+
+# --- the eleventh blind check (nine more Claude Code skills from GitHub) ----------------------------------
+
+
+def test_account_as_a_verb_is_no_login(tmp_path):
+    P = PRIVATE
+    for line in ("Every developer and AI agent must account for these risks in all code.",
+                 "You must take into account the rate limits of the API."):
+        assert reasons(evaluate(skill_from(tmp_path, bash("semgrep --config auto .") + "\n" + line + "\n",
+                                           name=f"v{len(line)}")), P) == set()
+    needed = "You must have an account on the service to use it."
+    assert "requires an account or login" in reasons(evaluate(skill_from(tmp_path, bash("svc list") + "\n" + needed + "\n",
+                                                                           name="n")), P)
