@@ -90,6 +90,10 @@ FLOORS = {
     # and after set 11's last fixes alike (safety_redteam_set12_blind.json); then its misses fixed, and its
     # deobfuscator (and set 4's), whose test samples decode to a hello-world, is a sample
     "set12": (40, 40, 20, 20),
+    # written 2026-12-08 (stop 41) by a session told a strong scanner was in place and asked for techniques that are not
+    # the well-known ones; scored once at 10 of 34 at the session's start and 11 of 34 with every fix before it was
+    # read, 15 of 16 look-alikes at both (safety_redteam_set13_blind.json); then six of its misses fixed
+    "set13": (17, 34, 15, 16),
 }
 
 
