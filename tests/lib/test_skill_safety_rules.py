@@ -112,3 +112,11 @@ def test_a_shared_pattern_must_be_a_named_pattern_or_list(tmp_path):
     path.write_text("[shared]\nbot = 3\n[[rule]]\nid = 'x.y'\nlevel = 'unsafe'\npatterns = ['a']\nbad = ['a']\ngood = ['b']\n")
     with pytest.raises(ss.RuleFileError, match="shared.bot: a shared pattern is"):
         ss.load_rules(path)
+
+
+def test_docs_explain_every_rule():
+    # docs/skills.md has a row (or a paragraph) for each rule, named in backticks, as issue 15 asks
+    from pathlib import Path
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "skills.md").read_text(encoding="utf-8")
+    missing = [r.id for r in (*RULES.rules, *RULES.file_rules) if f"`{r.id}`" not in docs]
+    assert missing == []
