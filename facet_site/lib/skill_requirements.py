@@ -484,4 +484,3 @@ def _self_registration(lines: list[tuple[str, int, str]], own_paths: set[str], n
         if name == "API key" or any(name in w for w in window) or (len(prefix) > 3 and prefix in m.group(0).lower()):
             return _clip(m.group(0))
     return ""
-

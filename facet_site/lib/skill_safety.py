@@ -322,7 +322,8 @@ def _scan_doc(rs: RuleSet, doc: ScannedFile) -> list[Finding]:
         if chain and level == UNSAFE and not rs.executes.search(doc.line_text(line_idx)):
             level = SUSPICIOUS  # an encoded payload that nothing on its line runs
         reason = example_reason(rs, doc, rule, line_idx, start, end) if rule.exemptible else ""
-        if not reason and chain and doc.in_test_dir and rule.id.startswith("encoded.") and _inert_sample(rs, doc, line_idx, layers):
+        if (not reason and chain and doc.in_test_dir and rule.id.startswith("encoded.")
+                and _inert_sample(rs, doc, line_idx, layers)):
             reason = "a test sample whose encoded text decodes to nothing that runs, loads or reaches out"
         if not reason:
             per_rule[rule.id] = per_rule.get(rule.id, 0) + 1
