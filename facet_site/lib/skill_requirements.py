@@ -436,6 +436,7 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]],
     # A table that says a variable is not required settles it for its other mentions too.
     said_optional = {r.name: r.optional_because for r in found if r.optional_because}
     named_elsewhere = {r.name for r in found if not r.optional_because}
+    registrations = _registrations([ln for p, _, ln in lines if p in own_paths])
     for req in found:
         if (req.name, req.source) in seen and req.name != "API key":
             continue
@@ -458,7 +459,7 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]],
                 break
         if not why and no_key[2]:
             why = f"the skill has a no-key path: “{no_key[2]}” (line {no_key[1]})"
-        if not why and (reg := _self_registration(lines, own_paths, req.name)):
+        if not why and (reg := _self_registered(registrations, req.name)):
             why = f"the agent registers itself for the key: “{reg}”"
         if not why and _LICENSE_NAME.search(req.name) and (free := next(
                 (ln for p, _, ln in lines if p in own_paths and FREE_TIER.search(ln)), None)):
@@ -469,18 +470,23 @@ def judge(found: list[Requirement], *, texts: list[tuple[str, int, str]],
     return Requirements(items=tuple(items), no_key_path=bool(no_key[2]), no_key_evidence=no_key[2], no_key_line=no_key[1])
 
 
-def _self_registration(lines: list[tuple[str, int, str]], own_paths: set[str], name: str) -> str:
-    """The registration address, when the skill's own text shows the agent registering itself and the
-    response carrying the key, and the key is `name` (an unnamed "API key", a variable named within the
-    registration's lines, or one whose first word is in the address: MOLTBOOK_API_KEY for moltbook.com)."""
-    own = [ln for p, _, ln in lines if p in own_paths]
+def _registrations(own: list[str]) -> list[tuple[str, list[str]]]:
+    """(address, the lines around it) for each registration the skill's own text shows the agent making, with a
+    response that holds the key within `_REGISTRATION_LINES` lines."""
+    out = []
     for i, line in enumerate(own):
-        if not (m := _REGISTRATION.search(line)):
-            continue
-        window = own[max(0, i - 3):i + _REGISTRATION_LINES]
-        if not any(_KEY_IN_RESPONSE.search(w) for w in window):
-            continue
-        prefix = name.split("_")[0].lower()
-        if name == "API key" or any(name in w for w in window) or (len(prefix) > 3 and prefix in m.group(0).lower()):
-            return _clip(m.group(0))
+        if (m := _REGISTRATION.search(line)):
+            window = own[max(0, i - 3):i + _REGISTRATION_LINES]
+            if any(_KEY_IN_RESPONSE.search(w) for w in window):
+                out.append((m.group(0), window))
+    return out
+
+
+def _self_registered(registrations: list[tuple[str, list[str]]], name: str) -> str:
+    """The registration address that gives the key `name`: an unnamed "API key", a variable named within the
+    registration's lines, or one whose first word is in the address (MOLTBOOK_API_KEY for moltbook.com)."""
+    prefix = name.split("_")[0].lower()
+    for address, window in registrations:
+        if name == "API key" or any(name in w for w in window) or (len(prefix) > 3 and prefix in address.lower()):
+            return _clip(address)
     return ""

@@ -166,12 +166,7 @@ def _decodings(text: str):
     if any(h in text for h in _CHAR_CODE_HINTS):
         # codes as they are (`String.fromCharCode(104, 116, …)`, `bytes([0x68, 0x74, …])`): the key that changes nothing
         yield from _number_arrays(text, {0}, lambda c, _key: c, "character codes")
-    keys = _xor_keys(text) if "^" in text else set()
-    if ":" in text and (data_keys := _DATA_KEY.findall(text)):
-        # a settings file holding both the numbers and the key a program XORs them with (`glyph_seed: 90` beside
-        # `glyph_table: [50, 46, …]`, red-team set 12): the program's `v ^ seed` is in another file
-        keys |= {int(v, 0) for _, v in data_keys[:6] if 0 < int(v, 0) < 256}
-    if keys:
+    if keys := _xor_keys(text):
         # codes XOR'd with a constant (`c ^ 7`, `(b ^ 0x5a) as char`, `c ^ k` after `const k = 0x5a`): an
         # address hidden as numbers, decimal or hex
         yield from _number_arrays(text, keys, lambda c, key: c ^ key, "xor {:#04x}")
@@ -181,7 +176,8 @@ def _decodings(text: str):
         yield from _number_arrays(text, shifts, lambda c, shift: c + shift, "codes shifted by {:+d}")
     # a string turned round where it stands (`'...'[::-1]`), or any string of a text that turns strings
     # round (`x.split('').reverse().join('')`, `strrev(`, `StrReverse(`; a list's `[::-1]` is not one)
-    every = any(h in text for h in (".reverse()", "strrev(", "StrReverse(", "string.reverse(")) and bool(_STRING_REVERSAL.search(text))
+    every = (any(h in text for h in (".reverse()", "strrev(", "StrReverse(", "string.reverse("))
+             and bool(_STRING_REVERSAL.search(text)))
     if "13" in text and _NAMES_ROT13.search(text):
         for m in _literals(text)[:budget]:
             yield "rot13", m.start(2), m.end(2), codecs.decode(m.group(2), "rot13")
@@ -251,8 +247,14 @@ def _decodings(text: str):
 
 
 def _xor_keys(text: str) -> set[int]:
-    """The constants a text XORs with: written after `^`, or named there and set once (`const k = 0x5a`)."""
+    """The constants a text XORs with: written after `^`, or named there and set once (`const k = 0x5a`); and in a
+    settings file, its small numbers named as a key, seed or mask (`glyph_seed: 90` beside `glyph_table: [50, 46, …]`,
+    red-team set 12: the program's `v ^ seed` is in another file)."""
     keys, names = set(), set()
+    if ":" in text:
+        keys.update(int(v, 0) for _, v in _DATA_KEY.findall(text)[:6])
+    if "^" not in text:
+        return {k for k in keys if 0 < k < 256}
     for k in _XOR_KEY.findall(text)[:6]:
         if k[0].isdigit():
             keys.add(int(k, 0))
